@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install every build and test dependency from Debian packages.
+# Idempotent: when everything is present it only runs dpkg-query and exits.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake pkg-config
+  libzydis-dev            # x86 instruction decoder for the hook engine
+  libunwind-dev           # DWARF stack-walking fallback
+  zlib1g-dev              # -z dumps and .gz input
+  libelf-dev libdw-dev    # symbols, lines and inline frames in igprof-analyse
+  libsqlite3-dev sqlite3  # --sqlite reports; sqlite3 is also a real-program test
+  libpcre2-dev            # -mr / -ma regular expressions
+  g++ clang libclang-rt-14-dev   # C++ test programs; libFuzzer and sanitizers
+  python3 perl make gzip xz-utils git gawk   # real programs run under the profiler in tests
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  exit 0
+fi
+
+echo "deps.sh: installing ${missing[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

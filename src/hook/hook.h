@@ -1,0 +1,66 @@
+/* The hook engine: redirect a function to a replacement by patching its prologue.
+ *
+ * A hook overwrites the first bytes of the target function with a jump to the
+ * replacement. The instructions it overwrote are copied, relocated, into a
+ * trampoline followed by a jump back to the rest of the original, so that
+ * calling `chain` runs the original function unchanged.
+ *
+ * Thread-safety: hook_install() serialises itself; it must not run while another
+ * thread may be executing the very bytes it patches (install hooks at start-up or
+ * on a library that was just loaded). No libc allocation happens on any path.
+ */
+#ifndef IGPROF_HOOK_H
+#define IGPROF_HOOK_H
+
+#include <stddef.h>
+
+enum hook_status {
+  HOOK_OK = 0,
+  HOOK_ERR_BAD_SPEC,            /* no function name or no replacement */
+  HOOK_ERR_LIBRARY_NOT_FOUND,   /* spec->library is not loaded and cannot be opened */
+  HOOK_ERR_SYMBOL_NOT_FOUND,    /* neither the dynamic symbols nor any .symtab define it */
+  HOOK_ERR_ALREADY_HOOKED,      /* the entry already jumps into one of our trampolines */
+  HOOK_ERR_TOO_SHORT,           /* the symbol's size is smaller than the patch */
+  HOOK_ERR_UNDECODABLE,         /* the decoder could not decode an instruction in the window */
+  HOOK_ERR_UNRELOCATABLE,       /* an instruction in the window cannot be moved (reason in detail) */
+  HOOK_ERR_BRANCH_INTO_PATCH,   /* code later in the function branches into the patched window */
+  HOOK_ERR_TRAMPOLINE_ALLOC,    /* no trampoline memory could be had within reach */
+  HOOK_ERR_PROTECT,             /* mprotect of the target or trampoline page failed */
+  HOOK_STATUS_COUNT
+};
+
+struct hook_spec {
+  const char *function;     /* symbol name, e.g. "malloc" */
+  const char *version;      /* optional symbol version, e.g. "GLIBC_2.2.5"; NULL for the default */
+  const char *library;      /* optional library (soname or path); NULL looks the name up globally */
+  void *replacement;        /* where calls to the function go from now on */
+};
+
+struct hook_result {
+  void *original;           /* address of the function that was (or would have been) patched */
+  void *chain;              /* call this (cast to the function's type) to run the original */
+  void *trampoline;         /* the trampoline holding the relocated prologue */
+  size_t patched_bytes;     /* how many bytes of the original were overwritten */
+  char detail[160];         /* human-readable reason on failure, "" on success */
+};
+
+/* Locate spec->function and redirect it to spec->replacement.
+ * On HOOK_OK, out->chain runs the original. On HOOK_ERR_ALREADY_HOOKED,
+ * out->original is set and out->chain is the chain of the existing hook when it
+ * is one of ours. On other errors out->detail says why. */
+enum hook_status hook_install(const struct hook_spec *spec, struct hook_result *out);
+
+/* The same for a function given by address (e.g. a second definition found in a
+ * library loaded later). `size` is the symbol size, 0 if unknown. */
+enum hook_status hook_install_at(void *function, size_t size, void *replacement,
+                                 struct hook_result *out);
+
+/* Find a function without hooking it: dlvsym/dlsym in the library or globally,
+ * then the .symtab of loaded ELF objects. Returns NULL if not found; *size gets
+ * the symbol size (0 if unknown). */
+void *hook_lookup(const char *function, const char *version, const char *library, size_t *size);
+
+/* A short stable name for a status, e.g. "already-hooked". */
+const char *hook_status_str(enum hook_status status);
+
+#endif

@@ -1,0 +1,37 @@
+/* Stack capture for the profiler: one interface for the memory hooks (start at
+ * the hook's caller) and the sampler (start at the interrupted context).
+ *
+ * Both functions fill `pcs` outermost-last: pcs[0] is the innermost frame.
+ * Addresses are call sites ready for symbolisation: the interrupted PC of a
+ * signal is stored exactly, every return address is stored minus 1.
+ * They return the number of frames written; if the stack was deeper than `max`
+ * they set *truncated (when non-NULL) instead of silently cutting it.
+ *
+ * Both are safe in a signal handler: no locks, no allocation, no loader calls.
+ */
+#ifndef IGPROF_WALK_H
+#define IGPROF_WALK_H
+
+#include <stdint.h>
+#include <ucontext.h>
+
+enum walk_method { WALK_FAST = 0, WALK_LIBUNWIND = 1 };
+
+/* Select the walker (igprof --unwind fast|libunwind). */
+void igprof_walk_set_method(enum walk_method method);
+
+/* From inside a hook replacement: `caller_ret` is __builtin_return_address(0)
+ * of the replacement, i.e. the return address into the code that called the
+ * hooked function. pcs[0] becomes caller_ret - 1, then outwards. Frames inside
+ * the profiler are never included, without any fixed skip count. */
+int igprof_walk_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *truncated);
+
+/* From a signal handler: pcs[0] is the interrupted PC from `uc`. */
+int igprof_walk_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated);
+
+/* Prepare the walker outside signal context (start-up, dlopen/dlclose, new thread). */
+void igprof_walk_init(void);
+void igprof_walk_thread_init(void);
+void igprof_walk_modules_changed(void);
+
+#endif
