@@ -1,0 +1,60 @@
+/* x86_64 parts of frame stepping: DWARF numbering, ucontext conversions and
+ * the kernel-side memory probe. The step itself is generic (frame.h). */
+#define _GNU_SOURCE
+#include "frame.h"
+
+#include <errno.h>
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+const struct frame_arch frame_arch = {
+    .name = "x86_64",
+    .dwarf_sp = 7,  /* %rsp */
+    .dwarf_fp = 6,  /* %rbp */
+    .dwarf_ra = 16, /* return address column */
+    .min_insn = 1,
+};
+
+void frame_regs_from_ucontext(struct frame_regs *r, const ucontext_t *uc) {
+  r->pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+  r->sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+  r->fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+}
+
+void frame_regs_to_ucontext(ucontext_t *uc, const struct frame_regs *r) {
+  uc->uc_mcontext.gregs[REG_RIP] = (greg_t)r->pc;
+  uc->uc_mcontext.gregs[REG_RSP] = (greg_t)r->sp;
+  uc->uc_mcontext.gregs[REG_RBP] = (greg_t)r->fp;
+}
+
+int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor) {
+  unw_cursor_t *c = unw_cursor;
+  unw_word_t pc, sp, fp;
+  if (unw_get_reg(c, UNW_REG_IP, &pc) < 0 || unw_get_reg(c, UNW_REG_SP, &sp) < 0 ||
+      unw_get_reg(c, UNW_X86_64_RBP, &fp) < 0)
+    return 0;
+  r->pc = pc;
+  r->sp = sp;
+  r->fp = fp;
+  return 1;
+}
+
+int frame_memory_mapped(uintptr_t addr, uintptr_t len) {
+  /* mincore fails with ENOMEM for any unmapped page in the range; it is a
+   * plain system call, so it is safe in a signal handler. errno is put back
+   * because the interrupted code may be about to read it. */
+  long page = 4096;
+  if (len == 0 || addr + len < addr)
+    return 0;
+  uintptr_t first = addr & ~(uintptr_t)(page - 1);
+  uintptr_t last = (addr + len - 1) & ~(uintptr_t)(page - 1);
+  unsigned char vec[1];
+  int saved = errno, ok = 1;
+  for (uintptr_t p = first; ok && p <= last; p += (uintptr_t)page)
+    ok = syscall(SYS_mincore, (void *)p, (size_t)page, vec) == 0;
+  errno = saved;
+  return ok;
+}

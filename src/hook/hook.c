@@ -1,0 +1,290 @@
+/* The hook engine: install sequence, "already hooked" detection, status names.
+ *
+ * Layout of one trampoline (in the executable view of a pool chunk):
+ *
+ *   +0   jump to the replacement (near or absolute), trap padding to +16
+ *   +16  chain: the relocated instructions of the patch window,
+ *        then a jump back to original + patched_bytes
+ *
+ * The function's entry gets a jump to +0. Because the chain is always at a
+ * fixed offset from the slot the entry jumps to, a second install finds the
+ * existing chain from the entry jump alone, even in a forked child.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "arch.h"
+#include "hook_internal.h"
+#include "message.h"
+#include "proc_maps.h"
+#include "trampoline_pool.h"
+
+#define CHAIN_OFFSET 16
+/* Room for the relocated window in the worst case (every instruction a short
+ * branch that needs an absolute form). */
+#define RELOCATED_CAP (ARCH_MAX_WINDOW * ARCH_MAX_RELOCATED_INSN / 2)
+#define SLOT_SIZE (CHAIN_OFFSET + RELOCATED_CAP + ARCH_MAX_JUMP_SIZE)
+
+static const char *const status_names[HOOK_STATUS_COUNT] = {
+    [HOOK_OK] = "ok",
+    [HOOK_ERR_BAD_SPEC] = "bad-spec",
+    [HOOK_ERR_LIBRARY_NOT_FOUND] = "library-not-found",
+    [HOOK_ERR_SYMBOL_NOT_FOUND] = "symbol-not-found",
+    [HOOK_ERR_ALREADY_HOOKED] = "already-hooked",
+    [HOOK_ERR_TOO_SHORT] = "too-short",
+    [HOOK_ERR_UNDECODABLE] = "undecodable",
+    [HOOK_ERR_UNRELOCATABLE] = "unrelocatable",
+    [HOOK_ERR_BRANCH_INTO_PATCH] = "branch-into-patch",
+    [HOOK_ERR_TRAMPOLINE_ALLOC] = "trampoline-alloc",
+    [HOOK_ERR_PROTECT] = "protect",
+};
+
+const char *hook_status_str(enum hook_status status)
+{
+  if ((unsigned)status >= HOOK_STATUS_COUNT)
+    return "unknown-status";
+  return status_names[status];
+}
+
+/* One installer at a time. The lock records its holder's pid: a child forked
+ * while another thread was installing inherits a held lock that nobody will
+ * release, and takes it over. */
+static _Atomic pid_t install_lock;
+
+static void lock_install(void)
+{
+  pid_t self = getpid(), expected = 0;
+  while (!atomic_compare_exchange_weak(&install_lock, &expected, self)) {
+    if (expected != 0 && expected != self && getppid() == expected) {
+      /* held by our parent at fork time: stale in this process */
+      if (atomic_compare_exchange_strong(&install_lock, &expected, self))
+        return;
+    }
+    expected = 0;
+    sched_yield();
+  }
+}
+
+static void unlock_install(void) { atomic_store(&install_lock, 0); }
+
+void *hook_lookup(const char *function, const char *version, const char *library, size_t *size)
+{
+  void *addr;
+  size_t sz;
+  char detail[8];
+  if (!function)
+    return NULL;
+  if (hook_locate(function, version, library, &addr, &sz, detail, sizeof detail) != HOOK_OK)
+    return NULL;
+  if (size)
+    *size = sz;
+  return addr;
+}
+
+/* A failed install leaves no stale pointers behind. Fields are never cleared
+ * on entry: the caller may pass the result of a live hook again (a re-hook
+ * after dlopen), and its replacement may be reading out->chain right now. */
+static enum hook_status finish(enum hook_status st, struct hook_result *out)
+{
+  if (st != HOOK_OK && st != HOOK_ERR_ALREADY_HOOKED) {
+    out->chain = out->trampoline = NULL;
+    out->patched_bytes = 0;
+  }
+  return st;
+}
+
+enum hook_status hook_install(const struct hook_spec *spec, struct hook_result *out)
+{
+  struct message m = message_start(out->detail, sizeof out->detail);
+  if (!spec || !spec->function || !spec->function[0] || !spec->replacement) {
+    message_str(&m, "a hook needs a function name and a replacement");
+    out->original = NULL;
+    return finish(HOOK_ERR_BAD_SPEC, out);
+  }
+  void *addr;
+  size_t size;
+  enum hook_status st = hook_locate(spec->function, spec->version, spec->library, &addr, &size,
+                                    out->detail, sizeof out->detail);
+  if (st != HOOK_OK) {
+    out->original = NULL;
+    return finish(st, out);
+  }
+  return hook_install_at(addr, size, spec->replacement, out);
+}
+
+/* If `fn` already enters one of our trampolines, its chain; else NULL. */
+static void *existing_chain(uintptr_t fn)
+{
+  uintptr_t target;
+  if (arch_read_jump((const void *)fn, fn, &target) && tramp_pool_contains(target))
+    return (void *)(target + CHAIN_OFFSET);
+  return NULL;
+}
+
+/* Refuse when an instruction of the function (outside the window, or inside
+ * it) branches into the bytes the patch replaces: that code would land in the
+ * middle of our jump. Entry itself is fine (it is a call of the hook). */
+static enum hook_status scan_branches(uintptr_t fn, size_t size, size_t window, struct message *m)
+{
+  size_t off = 0, limit = size > window ? size : window;
+  while (off < limit) {
+    struct arch_insn insn;
+    if (arch_decode((const void *)(fn + off), limit - off, fn + off, &insn) != 0)
+      break; /* data or padding in the body: nothing further can be seen */
+    if ((insn.kind == ARCH_INSN_BRANCH || insn.kind == ARCH_INSN_JUMP ||
+         insn.kind == ARCH_INSN_CALL) &&
+        insn.target > fn && insn.target < fn + window) {
+      message_str(m, insn.mnemonic);
+      message_hex(message_str(m, " at +"), off);
+      message_hex(message_str(m, " branches to +"), insn.target - fn);
+      message_str(m, ", inside the patched bytes");
+      return HOOK_ERR_BRANCH_INTO_PATCH;
+    }
+    off += insn.length;
+  }
+  return HOOK_OK;
+}
+
+/* Write `patch` over [fn, fn+n) with the page(s) made writable briefly and
+ * their original protection restored afterwards. */
+static enum hook_status write_patch(uintptr_t fn, const uint8_t *patch, size_t n, struct message *m)
+{
+  long pagesize = sysconf(_SC_PAGESIZE);
+  uintptr_t first = fn & ~(uintptr_t)(pagesize - 1);
+  uintptr_t last = (fn + n - 1) & ~(uintptr_t)(pagesize - 1);
+  int prot_first = proc_maps_protection(first);
+  int prot_last = last == first ? prot_first : proc_maps_protection(last);
+  if (prot_first < 0 || prot_last < 0) {
+    message_str(m, "the function's page is not in /proc/self/maps");
+    return HOOK_ERR_PROTECT;
+  }
+  size_t len = last - first + (size_t)pagesize;
+  /* Keep the page executable while it is written: the code doing the write
+   * (mprotect itself, memcpy...) may live on it. */
+  if (mprotect((void *)first, len, PROT_READ | PROT_WRITE | PROT_EXEC) != 0 &&
+      mprotect((void *)first, len, PROT_READ | PROT_WRITE) != 0) {
+    int e = errno;
+    message_dec(message_str(m, "mprotect of the function's page failed, errno "), (unsigned)e);
+    return HOOK_ERR_PROTECT;
+  }
+  arch_write_live_patch((void *)fn, patch, n);
+  arch_flush_icache((void *)fn, n);
+  mprotect((void *)first, (size_t)pagesize, prot_first);
+  if (last != first)
+    mprotect((void *)last, (size_t)pagesize, prot_last);
+  return HOOK_OK;
+}
+
+static enum hook_status status_of_relocation(enum arch_reloc_status st)
+{
+  switch (st) {
+  case ARCH_RELOC_OK: return HOOK_OK;
+  case ARCH_RELOC_UNDECODABLE: return HOOK_ERR_UNDECODABLE;
+  case ARCH_RELOC_TOO_SHORT: return HOOK_ERR_TOO_SHORT;
+  case ARCH_RELOC_UNRELOCATABLE:
+  case ARCH_RELOC_NO_SPACE: break;
+  }
+  return HOOK_ERR_UNRELOCATABLE;
+}
+
+/* Build the trampoline for fn in `block` and say how many bytes the patch
+ * replaces. Nothing is live yet. */
+static enum hook_status build_trampoline(uintptr_t fn, size_t size, uintptr_t replacement,
+                                         size_t patch_size, struct tramp_block *block,
+                                         size_t *used, size_t *consumed, struct message *m)
+{
+  size_t n = arch_write_jump(block->write, block->exec, replacement);
+  arch_write_traps(block->write + n, CHAIN_OFFSET - n);
+  struct arch_relocation rel;
+  enum arch_reloc_status rst =
+      arch_relocate((const void *)fn, fn, patch_size, size, block->write + CHAIN_OFFSET,
+                    block->exec + CHAIN_OFFSET, RELOCATED_CAP, &rel);
+  if (rst != ARCH_RELOC_OK) {
+    message_str(m, rel.reason);
+    return status_of_relocation(rst);
+  }
+  size_t back = CHAIN_OFFSET + rel.written;
+  back += arch_write_jump(block->write + back, block->exec + back, fn + rel.consumed);
+  *used = back;
+  *consumed = rel.consumed;
+  return HOOK_OK;
+}
+
+static enum hook_status install_locked(uintptr_t fn, size_t size, uintptr_t replacement,
+                                       struct hook_result *out, struct message *m)
+{
+  void *chain = existing_chain(fn);
+  if (chain) {
+    out->chain = chain;
+    out->trampoline = (void *)((uintptr_t)chain - CHAIN_OFFSET);
+    message_str(m, "the function already jumps into a hook trampoline");
+    return HOOK_ERR_ALREADY_HOOKED;
+  }
+  size_t patch_size = arch_patch_size_near();
+  if (size && size < patch_size) {
+    message_dec(message_str(m, "function is "), size);
+    message_dec(message_str(m, " bytes, shorter than the "), patch_size);
+    message_str(m, "-byte patch");
+    return HOOK_ERR_TOO_SHORT;
+  }
+  struct tramp_block block;
+  const char *why = NULL;
+  if (tramp_reserve(fn, SLOT_SIZE, &block, &why) != 0) {
+    /* No memory within near reach: an absolute jump at the entry reaches a
+     * trampoline anywhere, if the function has room for it. */
+    patch_size = arch_patch_size_far();
+    if (size && size < patch_size) {
+      message_str(message_str(m, why), "; function too short for the absolute-jump patch");
+      return HOOK_ERR_TOO_SHORT;
+    }
+    if (tramp_reserve(0, SLOT_SIZE, &block, &why) != 0) {
+      message_str(m, why);
+      return HOOK_ERR_TRAMPOLINE_ALLOC;
+    }
+  }
+  size_t used = 0, consumed = 0;
+  enum hook_status st =
+      build_trampoline(fn, size, replacement, patch_size, &block, &used, &consumed, m);
+  if (st == HOOK_OK)
+    st = scan_branches(fn, size, consumed, m);
+  if (st != HOOK_OK) {
+    tramp_commit(&block, 0);
+    return st;
+  }
+  tramp_commit(&block, used);
+
+  uint8_t patch[ARCH_MAX_WINDOW];
+  size_t n = patch_size == arch_patch_size_near()
+                 ? arch_write_near_jump(patch, fn, block.exec)
+                 : arch_write_far_jump(patch, fn, block.exec);
+  arch_write_traps(patch + n, consumed - n);
+
+  /* The result is complete before the patch goes live, so a replacement that
+   * reads out->chain can be entered the moment the jump is written. */
+  out->original = (void *)fn;
+  out->trampoline = (void *)block.exec;
+  out->chain = (void *)(block.exec + CHAIN_OFFSET);
+  out->patched_bytes = consumed;
+  atomic_thread_fence(memory_order_release);
+  return write_patch(fn, patch, consumed, m);
+}
+
+enum hook_status hook_install_at(void *function, size_t size, void *replacement,
+                                 struct hook_result *out)
+{
+  struct message m = message_start(out->detail, sizeof out->detail);
+  out->original = function;
+  if (!function || !replacement) {
+    message_str(&m, "a hook needs a function address and a replacement");
+    return finish(HOOK_ERR_BAD_SPEC, out);
+  }
+  lock_install();
+  enum hook_status st = install_locked((uintptr_t)function, size, (uintptr_t)replacement, out, &m);
+  unlock_install();
+  return finish(st, out);
+}

@@ -1,0 +1,119 @@
+/* Finding a function to hook: the dynamic linker first, then the symbol
+ * tables of the files of loaded modules (for functions that are not exported,
+ * e.g. an allocator linked statically into the executable). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "elf_symbols.h"
+#include "hook_internal.h"
+#include "message.h"
+
+struct scan_query {
+  const char *function;
+  const char *only_path;    /* restrict to this module's file, or NULL */
+  void *address;
+};
+
+static int scan_module(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  (void)size;
+  struct scan_query *q = arg;
+  char exe[4096];
+  const char *path = info->dlpi_name;
+  if (!path || !path[0]) {
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n < 0)
+      return 0;
+    exe[n] = 0;
+    path = exe;
+  }
+  if (q->only_path && strcmp(q->only_path, info->dlpi_name ? info->dlpi_name : "") != 0)
+    return 0;
+  struct elf_symbols es;
+  if (elf_symbols_open(&es, path, info->dlpi_addr) != 0)
+    return 0;
+  struct elf_symbol sym;
+  /* An IFUNC found only here would need its resolver run; leave those to dlsym. */
+  if (elf_symbols_find(&es, q->function, &sym) == 0 && sym.type == STT_FUNC)
+    q->address = (void *)sym.address;
+  elf_symbols_close(&es);
+  return q->address != NULL;
+}
+
+enum hook_status hook_locate(const char *function, const char *version, const char *library,
+                             void **address, size_t *size, char *detail, size_t detail_cap)
+{
+  struct message m = message_start(detail, detail_cap);
+  void *handle = RTLD_DEFAULT;
+  const char *only_path = NULL;
+  *address = NULL;
+  *size = 0;
+  if (library) {
+    handle = dlopen(library, RTLD_LAZY | RTLD_NOLOAD);
+    if (!handle)
+      handle = dlopen(library, RTLD_LAZY);
+    if (!handle) {
+      message_str(message_str(message_str(&m, "library "), library), " cannot be loaded");
+      return HOOK_ERR_LIBRARY_NOT_FOUND;
+    }
+    struct link_map *lm = NULL;
+    if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 && lm)
+      only_path = lm->l_name;
+  }
+  void *addr = version ? dlvsym(handle, function, version) : dlsym(handle, function);
+  if (!addr && !version) {
+    struct scan_query q = {function, only_path, NULL};
+    dl_iterate_phdr(scan_module, &q);
+    addr = q.address;
+  }
+  if (!addr) {
+    message_str(&m, function);
+    if (version)
+      message_str(message_char(&m, '@'), version);
+    message_str(&m, library ? " is not defined in " : " is not defined in any loaded module");
+    if (library)
+      message_str(&m, library);
+    return HOOK_ERR_SYMBOL_NOT_FOUND;
+  }
+  *address = addr;
+  *size = hook_function_size((uintptr_t)addr);
+  return HOOK_OK;
+}
+
+size_t hook_function_size(uintptr_t addr)
+{
+  /* dladdr1 answers from .dynsym without opening the file. An IFUNC's
+   * selected implementation has no dynamic symbol of its own: then the
+   * nearest one does not start at addr and we look further. */
+  Dl_info info;
+  const ElfW(Sym) *sym = NULL;
+  if (dladdr1((void *)addr, &info, (void **)&sym, RTLD_DL_SYMENT) && sym &&
+      (uintptr_t)info.dli_saddr == addr && ELF64_ST_TYPE(sym->st_info) == STT_FUNC &&
+      sym->st_size)
+    return sym->st_size;
+
+  char path[4096];
+  uintptr_t bias;
+  if (elf_module_find(addr, path, sizeof path, &bias) == 0) {
+    struct elf_symbols es;
+    if (elf_symbols_open(&es, path, bias) == 0) {
+      struct elf_symbol found;
+      size_t size = 0;
+      if (elf_symbols_find_address(&es, addr, &found) == 0 && found.address == addr &&
+          found.type == STT_FUNC)
+        size = found.size;
+      elf_symbols_close(&es);
+      if (size)
+        return size;
+    }
+  }
+  uintptr_t start;
+  size_t extent;
+  if (hook_unwind_extent(addr, &start, &extent) == 0 && start == addr)
+    return extent;
+  return 0;
+}

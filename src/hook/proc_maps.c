@@ -1,0 +1,114 @@
+#include "proc_maps.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static uintptr_t parse_hex(const char **s)
+{
+  uintptr_t v = 0;
+  for (;; (*s)++) {
+    char c = **s;
+    if (c >= '0' && c <= '9')
+      v = v << 4 | (uintptr_t)(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      v = v << 4 | (uintptr_t)(c - 'a' + 10);
+    else
+      return v;
+  }
+}
+
+/* One line: "start-end perms offset dev inode   path". */
+static int parse_line(char *line, struct maps_entry *e)
+{
+  const char *s = line;
+  e->start = parse_hex(&s);
+  if (*s++ != '-')
+    return -1;
+  e->end = parse_hex(&s);
+  if (*s++ != ' ' || strlen(s) < 4)
+    return -1;
+  e->prot = (s[0] == 'r' ? PROT_READ : 0) | (s[1] == 'w' ? PROT_WRITE : 0) |
+            (s[2] == 'x' ? PROT_EXEC : 0);
+  /* skip perms, offset, dev, inode; the path (if any) follows more spaces */
+  for (int field = 0; field < 4; field++) {
+    while (*s && *s != ' ')
+      s++;
+    while (*s == ' ')
+      s++;
+  }
+  e->path = s;
+  return 0;
+}
+
+int proc_maps_for_each(int (*fn)(const struct maps_entry *entry, void *arg), void *arg)
+{
+  int fd;
+  do
+    fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0)
+    return -1;
+  char buf[8192];
+  size_t have = 0;
+  int result = 0, skipping = 0;
+  for (;;) {
+    ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      if (n < 0)
+        result = -1;
+      break;
+    }
+    have += (size_t)n;
+    buf[have] = 0;
+    char *line = buf, *nl;
+    while ((nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
+      *nl = 0;
+      struct maps_entry e;
+      if (!skipping && parse_line(line, &e) == 0 && (result = fn(&e, arg)) != 0)
+        goto done;
+      skipping = 0;
+      line = nl + 1;
+    }
+    have -= (size_t)(line - buf);
+    memmove(buf, line, have);
+    if (have == sizeof buf - 1) {
+      /* A line longer than the buffer (a very long path): report it with the
+       * path cut, then skip the rest of it. */
+      struct maps_entry e;
+      if (parse_line(buf, &e) == 0 && (result = fn(&e, arg)) != 0)
+        goto done;
+      have = 0;
+      skipping = 1;
+    }
+  }
+done:
+  close(fd);
+  return result;
+}
+
+struct protection_query {
+  uintptr_t addr;
+  int prot;
+};
+
+static int find_protection(const struct maps_entry *e, void *arg)
+{
+  struct protection_query *q = arg;
+  if (q->addr >= e->start && q->addr < e->end) {
+    q->prot = e->prot;
+    return 1;
+  }
+  return 0;
+}
+
+int proc_maps_protection(uintptr_t addr)
+{
+  struct protection_query q = {addr, -1};
+  proc_maps_for_each(find_protection, &q);
+  return q.prot;
+}

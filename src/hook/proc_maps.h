@@ -1,0 +1,22 @@
+/* Reading /proc/self/maps without allocating (internal to the hook engine).
+ * Used to find free address space near a target for trampolines and to learn
+ * a code page's protection so it can be restored exactly after patching. */
+#ifndef IGPROF_HOOK_PROC_MAPS_H
+#define IGPROF_HOOK_PROC_MAPS_H
+
+#include <stdint.h>
+
+struct maps_entry {
+  uintptr_t start, end;  /* [start, end) */
+  int prot;              /* PROT_READ | PROT_WRITE | PROT_EXEC */
+  const char *path;      /* "" for anonymous mappings; valid during the callback only */
+};
+
+/* Calls fn for each mapping in address order until it returns non-zero.
+ * Returns that value, 0 when all were visited, or -1 if the file cannot be read. */
+int proc_maps_for_each(int (*fn)(const struct maps_entry *entry, void *arg), void *arg);
+
+/* Protection of the mapping containing addr, or -1 if it is not mapped. */
+int proc_maps_protection(uintptr_t addr);
+
+#endif

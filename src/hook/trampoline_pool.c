@@ -1,0 +1,205 @@
+#define _GNU_SOURCE
+#include "trampoline_pool.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "arch.h"
+#include "proc_maps.h"
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+#define CHUNK ((size_t)64 * 1024)
+#define MAX_CHUNKS 512
+/* Lowest address we consider for a chunk (above vm.mmap_min_addr). */
+#define LOWEST_ADDRESS ((uintptr_t)0x10000)
+/* Top of the 47-bit user address space. */
+#define HIGHEST_ADDRESS ((uintptr_t)0x7ffffffff000)
+
+struct chunk {
+  uint8_t *write;
+  uintptr_t exec;
+  size_t used;
+  int dual;        /* memfd double mapping (else one anonymous mapping) */
+};
+
+static struct chunk chunks[MAX_CHUNKS];
+static int nchunks;
+/* Chunks are MAP_SHARED: after fork the parent and the child would both write
+ * into their free tails. A process that finds itself a new pid retires every
+ * inherited chunk and allocates its own. */
+static pid_t owner_pid;
+
+int tramp_pool_contains(uintptr_t addr)
+{
+  for (int i = 0; i < nchunks; i++)
+    if (addr >= chunks[i].exec && addr < chunks[i].exec + CHUNK)
+      return 1;
+  return 0;
+}
+
+struct gap_search {
+  uintptr_t near;
+  uintptr_t prev_end;
+  uintptr_t best;
+  uintptr_t best_distance;
+};
+
+static uintptr_t distance(uintptr_t a, uintptr_t b) { return a > b ? a - b : b - a; }
+
+static void consider(struct gap_search *s, uintptr_t lo, uintptr_t hi)
+{
+  lo = (lo + 0xffff) & ~(uintptr_t)0xffff;
+  if (lo < LOWEST_ADDRESS)
+    lo = LOWEST_ADDRESS;
+  if (hi > HIGHEST_ADDRESS)
+    hi = HIGHEST_ADDRESS;
+  hi &= ~(uintptr_t)0xffff;
+  if (hi <= lo || hi - lo < CHUNK)
+    return;
+  /* the two ends of the gap; the one closer to the target wins */
+  uintptr_t cand[2] = {lo, hi - CHUNK};
+  for (int i = 0; i < 2; i++) {
+    uintptr_t d = distance(cand[i], s->near);
+    if (arch_near_reachable(cand[i], s->near, CHUNK) && d < s->best_distance) {
+      s->best = cand[i];
+      s->best_distance = d;
+    }
+  }
+}
+
+static int visit_mapping(const struct maps_entry *e, void *arg)
+{
+  struct gap_search *s = arg;
+  if (e->start > s->prev_end)
+    consider(s, s->prev_end, e->start);
+  if (e->end > s->prev_end)
+    s->prev_end = e->end;
+  return 0;
+}
+
+static uintptr_t find_near_gap(uintptr_t near)
+{
+  struct gap_search s = {near, LOWEST_ADDRESS, 0, UINTPTR_MAX};
+  if (proc_maps_for_each(visit_mapping, &s) < 0)
+    return 0;
+  consider(&s, s.prev_end, HIGHEST_ADDRESS);
+  return s.best;
+}
+
+/* Map the executable view at `hint` (exactly, or fail), or anywhere if 0. */
+static void *map_at(uintptr_t hint, int prot, int flags, int fd)
+{
+  if (hint)
+    flags |= MAP_FIXED_NOREPLACE;
+  void *p = mmap((void *)hint, CHUNK, prot, flags, fd, 0);
+  if (p == MAP_FAILED)
+    return NULL;
+  if (hint && (uintptr_t)p != hint) {
+    /* a kernel without MAP_FIXED_NOREPLACE took it as a hint */
+    munmap(p, CHUNK);
+    errno = EEXIST;
+    return NULL;
+  }
+  return p;
+}
+
+static int new_chunk(uintptr_t hint, struct chunk *c)
+{
+  int fd = (int)memfd_create("igprof-trampolines", MFD_CLOEXEC);
+  if (fd >= 0) {
+    void *w = NULL, *x = NULL;
+    if (ftruncate(fd, (off_t)CHUNK) == 0 &&
+        (w = mmap(NULL, CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) != MAP_FAILED &&
+        (x = map_at(hint, PROT_READ | PROT_EXEC, MAP_SHARED, fd)) != NULL) {
+      close(fd);
+      *c = (struct chunk){w, (uintptr_t)x, 0, 1};
+      return 0;
+    }
+    int saved = errno;
+    if (w && w != MAP_FAILED)
+      munmap(w, CHUNK);
+    close(fd);
+    if (saved == EEXIST)
+      return -1;
+  }
+  /* No memfd (old kernel, seccomp): one private mapping, switched between
+   * read-write and read-execute around each write. */
+  void *p = map_at(hint, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+  if (!p)
+    return -1;
+  *c = (struct chunk){p, (uintptr_t)p, 0, 0};
+  return 0;
+}
+
+static void retire_inherited_chunks(void)
+{
+  pid_t pid = getpid();
+  if (pid == owner_pid)
+    return;
+  for (int i = 0; i < nchunks; i++)
+    if (chunks[i].dual)
+      chunks[i].used = CHUNK;
+  owner_pid = pid;
+}
+
+int tramp_reserve(uintptr_t near, size_t size, struct tramp_block *out, const char **why)
+{
+  retire_inherited_chunks();
+  size = (size + 15) & ~(size_t)15;
+  for (int i = 0; i < nchunks; i++) {
+    struct chunk *c = &chunks[i];
+    if (CHUNK - c->used >= size && (!near || arch_near_reachable(c->exec, near, CHUNK))) {
+      *out = (struct tramp_block){c->write + c->used, c->exec + c->used, size, i};
+      if (!c->dual && mprotect(c->write, CHUNK, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+        *why = "cannot make a trampoline chunk writable";
+        return -1;
+      }
+      return 0;
+    }
+  }
+  if (nchunks == MAX_CHUNKS) {
+    *why = "trampoline chunk table is full";
+    return -1;
+  }
+  struct chunk c;
+  int ok = -1;
+  for (int attempt = 0; attempt < 8 && ok != 0; attempt++) {
+    uintptr_t hint = 0;
+    if (near && !(hint = find_near_gap(near))) {
+      *why = "no free address space within near-jump reach";
+      return -1;
+    }
+    ok = new_chunk(hint, &c);
+    if (ok != 0 && errno != EEXIST)
+      break; /* not a lost race with another mapping: retrying will not help */
+  }
+  if (ok != 0) {
+    *why = "cannot map a trampoline chunk";
+    return -1;
+  }
+  if (!c.dual && mprotect(c.write, CHUNK, PROT_READ | PROT_WRITE) != 0) {
+    munmap(c.write, CHUNK);
+    *why = "cannot make a trampoline chunk writable";
+    return -1;
+  }
+  chunks[nchunks] = c;
+  *out = (struct tramp_block){c.write, c.exec, size, nchunks};
+  nchunks++;
+  return 0;
+}
+
+void tramp_commit(struct tramp_block *block, size_t used)
+{
+  struct chunk *c = &chunks[block->chunk];
+  used = (used + 15) & ~(size_t)15;
+  if (block->write == c->write + c->used)
+    c->used += used;
+  if (!c->dual)
+    mprotect(c->write, CHUNK, PROT_READ | PROT_EXEC);
+  if (used)
+    arch_flush_icache((void *)block->exec, used);
+}

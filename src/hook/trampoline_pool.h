@@ -1,0 +1,39 @@
+/* Executable memory for trampolines (internal to the hook engine).
+ *
+ * Chunks of CHUNK bytes are carved into many trampolines. A chunk is placed
+ * within near-jump reach of the function it first serves, in a gap found in
+ * /proc/self/maps and claimed with MAP_FIXED_NOREPLACE (so it can never
+ * replace a mapping another thread created meanwhile). Each chunk is a memfd
+ * mapped twice: a read-write view the engine writes through and a
+ * read-execute view the code runs from, so no page is ever writable and
+ * executable and writing a new trampoline never disturbs a thread running an
+ * older one in the same chunk. Where memfd is unavailable an anonymous chunk
+ * is written read-write and then switched to read-execute.
+ *
+ * Callers hold the engine lock.
+ */
+#ifndef IGPROF_HOOK_TRAMPOLINE_POOL_H
+#define IGPROF_HOOK_TRAMPOLINE_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct tramp_block {
+  uint8_t *write;      /* where to write the code */
+  uintptr_t exec;      /* where the same bytes execute */
+  size_t size;         /* bytes reserved */
+  int chunk;           /* internal */
+};
+
+/* Reserve `size` bytes within near reach of `near`, or anywhere if `near` is 0.
+ * Returns 0, or -1 if no memory can be had (reason in `why`, a static string). */
+int tramp_reserve(uintptr_t near, size_t size, struct tramp_block *out, const char **why);
+
+/* Keep the first `used` bytes of a reservation (0 gives it all back) and make
+ * what was written executable. */
+void tramp_commit(struct tramp_block *block, size_t used);
+
+/* Non-zero if addr lies in the executable view of a trampoline chunk. */
+int tramp_pool_contains(uintptr_t addr);
+
+#endif
