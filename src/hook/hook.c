@@ -157,10 +157,16 @@ static enum hook_status write_patch(uintptr_t fn, const uint8_t *patch, size_t n
   long pagesize = sysconf(_SC_PAGESIZE);
   uintptr_t first = fn & ~(uintptr_t)(pagesize - 1);
   uintptr_t last = (fn + n - 1) & ~(uintptr_t)(pagesize - 1);
-  int prot_first = proc_maps_protection(first);
-  int prot_last = last == first ? prot_first : proc_maps_protection(last);
+  char path[64];
+  int prot_first = proc_maps_protection(first, path, sizeof path);
+  int prot_last = last == first ? prot_first : proc_maps_protection(last, NULL, 0);
   if (prot_first < 0 || prot_last < 0) {
     message_str(m, "the function's page is not in /proc/self/maps");
+    return HOOK_ERR_PROTECT;
+  }
+  if (strcmp(path, "[vdso]") == 0 || strcmp(path, "[vsyscall]") == 0) {
+    message_str(message_str(m, "the function is in the kernel's "), path);
+    message_str(m, ", which cannot be made writable");
     return HOOK_ERR_PROTECT;
   }
   size_t len = last - first + (size_t)pagesize;

@@ -94,6 +94,8 @@ done:
 struct protection_query {
   uintptr_t addr;
   int prot;
+  char *path;
+  size_t path_cap;
 };
 
 static int find_protection(const struct maps_entry *e, void *arg)
@@ -101,14 +103,23 @@ static int find_protection(const struct maps_entry *e, void *arg)
   struct protection_query *q = arg;
   if (q->addr >= e->start && q->addr < e->end) {
     q->prot = e->prot;
+    if (q->path_cap) {
+      size_t n = strlen(e->path);
+      if (n >= q->path_cap)
+        n = q->path_cap - 1;
+      memcpy(q->path, e->path, n);
+      q->path[n] = 0;
+    }
     return 1;
   }
   return 0;
 }
 
-int proc_maps_protection(uintptr_t addr)
+int proc_maps_protection(uintptr_t addr, char *path, size_t path_cap)
 {
-  struct protection_query q = {addr, -1};
+  struct protection_query q = {addr, -1, path, path_cap};
+  if (path_cap)
+    path[0] = 0;
   proc_maps_for_each(find_protection, &q);
   return q.prot;
 }

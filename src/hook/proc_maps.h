@@ -4,6 +4,7 @@
 #ifndef IGPROF_HOOK_PROC_MAPS_H
 #define IGPROF_HOOK_PROC_MAPS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct maps_entry {
@@ -16,7 +17,8 @@ struct maps_entry {
  * Returns that value, 0 when all were visited, or -1 if the file cannot be read. */
 int proc_maps_for_each(int (*fn)(const struct maps_entry *entry, void *arg), void *arg);
 
-/* Protection of the mapping containing addr, or -1 if it is not mapped. */
-int proc_maps_protection(uintptr_t addr);
+/* Protection of the mapping containing addr, or -1 if it is not mapped. If
+ * path_cap is non-zero the mapping's path ("" if anonymous) is copied to path. */
+int proc_maps_protection(uintptr_t addr, char *path, size_t path_cap);
 
 #endif

@@ -1,0 +1,24 @@
+#!/bin/sh
+# hook.coverage: igprof-hookcheck must hook at least FLOOR percent of the
+# exported functions of each library. Usage: coverage.sh HOOKCHECK FLOOR LIB...
+set -u
+hookcheck=$1 floor=$2
+shift 2
+out=$("$hookcheck" "$@") || { echo "igprof-hookcheck failed ($?)"; exit 1; }
+printf '%s\n' "$out"
+status=0
+for lib in "$@"; do
+  line=$(printf '%s\n' "$out" | grep "^$lib: hookable ")
+  if [ -z "$line" ]; then
+    echo "FAIL: no summary line for $lib"; status=1; continue
+  fi
+  # "LIB: hookable N of M (P%)": recompute P from N and M rather than trust it
+  echo "$line" | awk -v floor="$floor" -v lib="$lib" '{
+    n = $3; m = $5; p = $6; gsub(/[(%)]/, "", p);
+    if (m < 50) { print "FAIL: " lib ": only " m " functions found"; exit 1 }
+    q = 100.0 * n / m;
+    if (sprintf("%.1f", q) != p) { print "FAIL: " lib ": printed " p "% but " n "/" m " is " q; exit 1 }
+    if (q < floor) { print "FAIL: " lib ": " q "% < " floor "%"; exit 1 }
+    print "ok: " lib " " q "% >= " floor "%" }' || status=1
+done
+exit $status
