@@ -1,0 +1,189 @@
+#include "flat.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct walk_item {
+  uint32_t node;
+  uint32_t entry;           /* UINT32_MAX on the way down */
+  uint32_t rsym;
+};
+
+struct flat_builder {
+  struct flat_profile *fp;
+  struct symtab *st;
+  uint8_t *on_path; size_t on_path_cap;
+  struct idmap recursion;   /* (sym << 32 | k) -> sym'k */
+  char *buf; size_t buf_cap;
+};
+
+static uint32_t entry_for(struct flat_builder *b, uint32_t sym, uint32_t depth)
+{
+  struct flat_profile *fp = b->fp;
+  GROW(fp->by_sym, fp->by_sym_cap, (size_t) sym + 1);
+  uint32_t e = fp->by_sym[sym];
+  if (!e) {
+    GROW(fp->entries, fp->cap, fp->count + 1);
+    struct flat_entry *en = &fp->entries[fp->count];
+    memset(en, 0, sizeof(*en));
+    en->sym = sym;
+    en->depth = depth;
+    en->first_out = en->first_in = UINT32_MAX;
+    fp->by_sym[sym] = e = (uint32_t) ++fp->count;
+  }
+  if (fp->entries[e - 1].depth > depth) fp->entries[e - 1].depth = depth;
+  return e - 1;
+}
+
+static void accumulate(int64_t *v, int64_t value, int64_t ticks, int is_max)
+{
+  if (is_max) { if (v[0] < value) v[0] = value; }
+  else v[0] += value;
+  v[1] += ticks;
+  v[2]++;
+}
+
+static struct flat_edge *edge_for(struct flat_profile *fp, uint32_t caller, uint32_t callee)
+{
+  uint64_t key = ((uint64_t) caller << 32) | callee;
+  uint32_t id;
+  if (idmap_get(&fp->edge_map, key, &id)) return &fp->edges[id];
+  GROW(fp->edges, fp->edges_cap, fp->nedges + 1);
+  id = (uint32_t) fp->nedges++;
+  struct flat_edge *e = &fp->edges[id];
+  memset(e, 0, sizeof(*e));
+  e->caller = caller;
+  e->callee = callee;
+  e->next_out = fp->entries[caller].first_out;
+  fp->entries[caller].first_out = id;
+  e->next_in = fp->entries[callee].first_in;
+  fp->entries[callee].first_in = id;
+  idmap_put(&fp->edge_map, key, id);
+  return e;
+}
+
+static int is_on_path(struct flat_builder *b, uint32_t sym)
+{
+  return sym < b->on_path_cap && b->on_path[sym];
+}
+
+static void set_on_path(struct flat_builder *b, uint32_t sym, uint8_t v)
+{
+  GROW(b->on_path, b->on_path_cap, (size_t) sym + 1);
+  b->on_path[sym] = v;
+}
+
+/* The symbol a node is reported as: its own, or name'k for the smallest
+ * k >= 2 not already on the current path. */
+static uint32_t report_symbol(struct flat_builder *b, uint32_t sym)
+{
+  if (!is_on_path(b, sym)) return sym;
+  for (uint32_t k = 2;; ++k) {
+    uint64_t key = ((uint64_t) sym << 32) | k;
+    uint32_t r;
+    if (!idmap_get(&b->recursion, key, &r)) {
+      const char *name = symtab_name(b->st, sym);
+      size_t n = strlen(name) + 16;
+      GROW(b->buf, b->buf_cap, n);
+      int len = snprintf(b->buf, n, "%s'%u", name, k);
+      r = symtab_symbol(b->st, b->buf, (size_t) len, b->st->file_of[sym]);
+      idmap_put(&b->recursion, key, r);
+    }
+    if (!is_on_path(b, r)) return r;
+  }
+}
+
+void flat_build(struct flat_profile *fp, const struct call_tree *t, struct symtab *st)
+{
+  struct flat_builder b = { .fp = fp, .st = st };
+  struct walk_item *stack = NULL;
+  size_t depth = 0, cap = 0;
+  memset(fp, 0, sizeof(*fp));
+  fp->is_max = t->is_max;
+  idmap_init(&fp->edge_map);
+  idmap_init(&b.recursion);
+
+  GROW(stack, cap, 1);
+  stack[depth++] = (struct walk_item) { 0, UINT32_MAX, UINT32_MAX };
+  uint32_t *entry_stack = NULL;   /* entry of each node on the current path */
+  size_t entry_cap = 0;
+  while (depth) {
+    struct walk_item it = stack[--depth];
+    if (it.entry != UINT32_MAX) {          /* leaving the node */
+      set_on_path(&b, it.rsym, 0);
+      continue;
+    }
+    const struct tree_node *n = &t->nodes[it.node];
+    uint32_t rsym = report_symbol(&b, n->sym);
+    uint32_t e = entry_for(&b, rsym, n->depth + 1);
+    GROW(entry_stack, entry_cap, (size_t) n->depth + 1);
+    entry_stack[n->depth] = e;
+    if (n->parent != NO_NODE) {
+      struct flat_edge *edge = edge_for(fp, entry_stack[n->depth - 1], e);
+      accumulate(edge->vals, n->ccnt, n->cfreq, fp->is_max);
+    }
+    accumulate(fp->entries[e].self, n->cnt, n->freq, fp->is_max);
+    accumulate(fp->entries[e].cum, n->ccnt, n->cfreq, fp->is_max);
+    set_on_path(&b, rsym, 1);
+    GROW(stack, cap, depth + 1);
+    stack[depth++] = (struct walk_item) { it.node, e, rsym };
+    for (uint32_t c = n->first_child; c != NO_NODE; c = t->nodes[c].next_sibling) {
+      GROW(stack, cap, depth + 1);
+      stack[depth++] = (struct walk_item) { c, UINT32_MAX, UINT32_MAX };
+    }
+  }
+  fp->totals = fp->entries[0].cum[0];
+  fp->totfreq = fp->entries[0].cum[1];
+  free(stack);
+  free(entry_stack);
+  free(b.on_path);
+  free(b.buf);
+  idmap_free(&b.recursion);
+}
+
+/* qsort has no context argument; ranking runs once, single-threaded. */
+static const struct flat_profile *sort_profile;
+static struct symtab *sort_symtab;
+static int sort_ascending;
+
+static int compare_rank(const void *pa, const void *pb)
+{
+  const struct flat_entry *a = &sort_profile->entries[*(const uint32_t *) pa];
+  const struct flat_entry *b = &sort_profile->entries[*(const uint32_t *) pb];
+  int64_t va = llabs(a->cum[0]), vb = llabs(b->cum[0]);
+  if (va != vb) return (va > vb) == !sort_ascending ? -1 : 1;
+  if (a->depth != b->depth) return a->depth < b->depth ? -1 : 1;
+  return strcmp(symtab_name(sort_symtab, a->sym), symtab_name(sort_symtab, b->sym));
+}
+
+void flat_rank(struct flat_profile *fp, struct symtab *st, int ascending)
+{
+  fp->order = xmalloc((fp->count ? fp->count : 1) * sizeof(*fp->order));
+  for (size_t i = 0; i < fp->count; ++i) fp->order[i] = (uint32_t) i;
+  sort_profile = fp;
+  sort_symtab = st;
+  sort_ascending = ascending;
+  qsort(fp->order, fp->count, sizeof(*fp->order), compare_rank);
+  for (size_t i = 0; i < fp->count; ++i) fp->entries[fp->order[i]].rank = (uint32_t) i + 1;
+}
+
+void flat_free(struct flat_profile *fp)
+{
+  free(fp->entries); free(fp->edges); free(fp->by_sym); free(fp->order);
+  idmap_free(&fp->edge_map);
+  memset(fp, 0, sizeof(*fp));
+}
+
+uint32_t flat_find(const struct flat_profile *fp, uint32_t sym)
+{
+  if (sym >= fp->by_sym_cap || !fp->by_sym[sym]) return UINT32_MAX;
+  return fp->by_sym[sym] - 1;
+}
+
+const struct flat_edge *flat_edge_find(const struct flat_profile *fp, uint32_t caller, uint32_t callee)
+{
+  uint32_t id;
+  if (!idmap_get(&fp->edge_map, ((uint64_t) caller << 32) | callee, &id)) return NULL;
+  return &fp->edges[id];
+}

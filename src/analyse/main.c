@@ -1,0 +1,247 @@
+/* igprof-analyse: command line, then read -> build -> rank -> report. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flat.h"
+#include "merge.h"
+#include "profile.h"
+#include "reader.h"
+#include "report.h"
+#include "symbols.h"
+#include "util.h"
+
+static const char usage[] =
+  "usage: igprof-analyse [options] [--] FILE...\n"
+  "  FILE is an igprof dump, plain or gzip-compressed; '-' reads standard input.\n"
+  "  Several files are merged into one profile.\n"
+  "\n"
+  "  -r, --report KEY          counter to report (default: first counter of the first file)\n"
+  "      --value normal|peak   use the counter's value (default) or its peak\n"
+  "  -g, --gdb                 resolve symbols from the ELF files named in the dump\n"
+  "      --lines               with -g: add FILE:LINE and inline frames (DWARF)\n"
+  "  -d, --demangle            demangle C++ names\n"
+  "  -nf, --no-filter          keep profiler and allocator frames\n"
+  "  -ml, --merge-libraries    one entry per library\n"
+  "  -mr, --merge-regexp 's/RE/REPL/[;s/RE/REPL/...]'  rename (PCRE2, \\1..\\9 groups)\n"
+  "  -ma, --merge-ancestors 'RE1>RE2>...>REn/NEW'       rename by ancestry\n"
+  "  -Mc, --max-count-value N  -mc, --min-count-value N\n"
+  "  -Mf, --max-calls-value N  -mf, --min-calls-value N\n"
+  "  -Ma, --max-average-value N    --min-average-value N   (per dump line)\n"
+  "  -b, --baseline FILE       subtract FILE's profile\n"
+  "  -D, --diff-mode           with -b: percentages relative to the baseline\n"
+  "  -o, --order ascending|descending   rank order (default descending)\n"
+  "  -c, --calls  -p, --paths  -l, --libs   extra columns\n"
+  "  -t, --text                text report (default)\n"
+  "  -s, --sqlite [FILE.sql3|-]  navigator database, or SQL text with '-' or no FILE\n"
+  "  -js, --json               JSON report\n"
+  "  -C, --callgrind FILE      KCachegrind/callgrind file\n"
+  "      --flame               collapsed stacks for flame graphs ('a;b;c value')\n"
+  "  -tn, --top N              the N nodes with the largest self value, with stacks\n"
+  "  -T, --tree                massif-style tree\n"
+  "  -v, --verbose             progress on stderr\n"
+  "  -h, --help                this text\n";
+
+enum output { OUT_TEXT, OUT_SQLITE, OUT_JSON, OUT_CALLGRIND, OUT_FLAME, OUT_TOP, OUT_TREE };
+
+struct options {
+  struct read_options read;
+  const char **inputs; size_t ninputs, inputs_cap;
+  const char *baseline;
+  int diff, demangle, gdb, lines, merge_libraries;
+  const char *merge_regexp, *merge_ancestors;
+  int show_calls, show_paths, show_libs, ascending;
+  enum output output;
+  const char *output_file;
+  size_t top;
+};
+
+static _Noreturn void usage_error(const char *fmt, const char *arg)
+{
+  fputs("igprof-analyse: ", stderr);
+  fprintf(stderr, fmt, arg);
+  fputs("\nTry 'igprof-analyse --help'.\n", stderr);
+  exit(1);
+}
+
+static int64_t parse_number(const char *opt, const char *s)
+{
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (!*s || *end || errno) usage_error("%s expects an integer", opt);
+  return v;
+}
+
+static int is(const char *arg, const char *a, const char *b)
+{
+  return strcmp(arg, a) == 0 || (b && strcmp(arg, b) == 0);
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static const char *need_arg(int argc, char **argv, int *i)
+{
+  if (*i + 1 >= argc) usage_error("option %s needs an argument", argv[*i]);
+  return argv[++*i];
+}
+
+/* Options that take an argument; returns 1 when argv[*i] was one. */
+static int parse_valued(struct options *o, int argc, char **argv, int *i)
+{
+  const char *a = argv[*i];
+  struct read_options *r = &o->read;
+  if (is(a, "-r", "--report")) {
+    if (r->key) usage_error("%s: only one counter can be reported", a);
+    r->key = need_arg(argc, argv, i);
+    if (strchr(r->key, ',')) usage_error("-r: only one counter can be reported, got '%s'", r->key);
+  } else if (is(a, "--value", NULL)) {
+    const char *v = need_arg(argc, argv, i);
+    if (!strcmp(v, "peak")) r->peak = 1;
+    else if (!strcmp(v, "normal")) r->peak = 0;
+    else usage_error("--value expects 'normal' or 'peak', got '%s'", v);
+  } else if (is(a, "-o", "--order")) {
+    const char *v = need_arg(argc, argv, i);
+    if (!strcmp(v, "ascending")) o->ascending = 1;
+    else if (!strcmp(v, "descending")) o->ascending = 0;
+    else usage_error("--order expects 'ascending' or 'descending', got '%s'", v);
+  } else if (is(a, "-mr", "--merge-regexp")) o->merge_regexp = need_arg(argc, argv, i);
+  else if (is(a, "-ma", "--merge-ancestors")) o->merge_ancestors = need_arg(argc, argv, i);
+  else if (is(a, "-b", "--baseline")) o->baseline = need_arg(argc, argv, i);
+  else if (is(a, "-tn", "--top")) {
+    int64_t n = parse_number(a, need_arg(argc, argv, i));
+    if (n <= 0) usage_error("%s expects a positive count", a);
+    o->top = (size_t) n;
+    o->output = OUT_TOP;
+  } else if (is(a, "-C", "--callgrind")) { o->output = OUT_CALLGRIND; o->output_file = need_arg(argc, argv, i); }
+  else if (is(a, "-Mc", "--max-count-value")) r->max_count = parse_number(a, need_arg(argc, argv, i));
+  else if (is(a, "-mc", "--min-count-value")) r->min_count = parse_number(a, need_arg(argc, argv, i));
+  else if (is(a, "-Mf", "--max-calls-value")) r->max_calls = parse_number(a, need_arg(argc, argv, i));
+  else if (is(a, "-mf", "--min-calls-value")) r->min_calls = parse_number(a, need_arg(argc, argv, i));
+  else if (is(a, "-Ma", "--max-average-value")) r->max_avg = parse_number(a, need_arg(argc, argv, i));
+  else if (is(a, "--min-average-value", NULL)) r->min_avg = parse_number(a, need_arg(argc, argv, i));
+  else return 0;
+  return 1;
+}
+
+static void add_input(struct options *o, const char *path)
+{
+  GROW(o->inputs, o->inputs_cap, o->ninputs + 1);
+  o->inputs[o->ninputs++] = path;
+}
+
+static void parse_args(struct options *o, int argc, char **argv)
+{
+  o->show_calls = -1;
+  for (int i = 1; i < argc; ++i) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--")) { while (++i < argc) add_input(o, argv[i]); break; }
+    if (is(a, "-h", "--help")) { fputs(usage, stdout); exit(0); }
+    if (parse_valued(o, argc, argv, &i)) continue;
+    if (is(a, "-v", "--verbose")) o->read.verbose = 1;
+    else if (is(a, "-g", "--gdb")) o->gdb = 1;
+    else if (is(a, "--lines", NULL)) o->lines = 1;
+    else if (is(a, "-d", "--demangle")) o->demangle = 1;
+    else if (is(a, "-nf", "--no-filter")) o->read.no_filter = 1;
+    else if (is(a, "-ml", "--merge-libraries")) o->merge_libraries = 1;
+    else if (is(a, "-l", "--libs")) o->show_libs = 1;
+    else if (is(a, "-p", "--paths")) o->show_paths = 1;
+    else if (is(a, "-c", "--calls")) o->show_calls = 1;
+    else if (is(a, "-D", "--diff-mode")) o->diff = 1;
+    else if (is(a, "-t", "--text")) o->output = OUT_TEXT;
+    else if (is(a, "-js", "--json")) o->output = OUT_JSON;
+    else if (is(a, "--flame", NULL)) o->output = OUT_FLAME;
+    else if (is(a, "-T", "--tree")) o->output = OUT_TREE;
+    else if (is(a, "-s", "--sqlite")) {
+      /* IgProf's -s takes no argument and prints SQL; ours also accepts an
+       * output: '-' or a name ending in .sql3/.sqlite/.db. Anything else is
+       * left as an input so an old command line cannot overwrite a dump. */
+      o->output = OUT_SQLITE;
+      o->output_file = "-";
+      if (i + 1 < argc && (!strcmp(argv[i + 1], "-") || ends_with(argv[i + 1], ".sql3")
+                           || ends_with(argv[i + 1], ".sqlite") || ends_with(argv[i + 1], ".db")))
+        o->output_file = argv[++i];
+    } else if (is(a, "-F", "--filter-file") || is(a, "-f", "--filter") || is(a, "-lf", "--list-filters")
+               || is(a, "--dump-allocations", NULL) || is(a, "--show-pages", NULL)
+               || is(a, "--show-page-ranges", NULL) || is(a, "--show-locality-metrics", NULL))
+      usage_error("option %s is not supported", a);
+    else if (a[0] == '-' && a[1]) usage_error("unknown option %s", a);
+    else add_input(o, a);
+  }
+  if (!o->ninputs) usage_error("%s", "no input files");
+  if (o->diff && !o->baseline) usage_error("%s", "-D/--diff-mode needs -b/--baseline FILE");
+  if (o->lines && !o->gdb) usage_error("%s", "--lines needs -g");
+}
+
+static void write_report(struct options *o, struct report *r)
+{
+  switch (o->output) {
+  case OUT_TEXT: report_text(r); break;
+  case OUT_JSON: report_json(r); break;
+  case OUT_SQLITE:
+    if (report_sqlite(r, o->output_file) != 0) exit(1);
+    break;
+  case OUT_CALLGRIND: {
+    FILE *f = strcmp(o->output_file, "-") ? fopen(o->output_file, "w") : stdout;
+    if (!f) fatal("%s: cannot write: %s", o->output_file, strerror(errno));
+    report_callgrind(r, f);
+    if (f != stdout && fclose(f) != 0) fatal("%s: write error: %s", o->output_file, strerror(errno));
+    break;
+  }
+  case OUT_FLAME: report_flame(r); break;
+  case OUT_TOP: report_top(r, o->top); break;
+  case OUT_TREE: report_tree(r); break;
+  }
+}
+
+int main(int argc, char **argv)
+{
+  static char outbuf[1 << 16];
+  struct options o = { 0 };
+  parse_args(&o, argc, argv);
+  setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
+
+  struct symtab st;
+  symtab_init(&st, o.demangle);
+  o.read.resolver = o.gdb ? resolver_new(o.lines, o.demangle) : NULL;
+  o.read.merge = merge_rules_new(o.merge_libraries, o.merge_regexp, o.merge_ancestors);
+  struct reader *rd = reader_new(&o.read, &st);
+
+  struct call_tree base, tree;
+  if (o.baseline) {
+    tree_init(&base, st.spontaneous, 0);
+    reader_read(rd, o.baseline, &base);
+  }
+  tree_init(&tree, st.spontaneous, 0);
+  for (size_t i = 0; i < o.ninputs; ++i) reader_read(rd, o.inputs[i], &tree);
+  reader_finish(rd);
+  tree.is_max = reader_key_is_max(rd);
+
+  struct flat_profile base_flat = { 0 }, flat;
+  if (o.baseline) {
+    base.is_max = tree.is_max;
+    tree_accumulate(&base);
+    if (o.diff) flat_build(&base_flat, &base, &st);
+    tree_subtract(&tree, &base);
+  }
+  if (o.read.verbose) fprintf(stderr, "igprof-analyse: %zu tree nodes, %zu symbols\n", tree.count, st.names.count);
+  tree_accumulate(&tree);
+  flat_build(&flat, &tree, &st);
+  flat_rank(&flat, &st, o.ascending);
+
+  struct report r = {
+    .out = stdout, .st = &st, .tree = &tree, .flat = &flat, .base = o.diff ? &base_flat : NULL,
+    .key = reader_key(rd), .tick_period = reader_tick_period(rd), .is_time = reader_key_is_time(rd),
+    .show_calls = o.show_calls >= 0 ? o.show_calls : strncmp(reader_key(rd), "MEM_", 4) == 0,
+    .show_paths = o.show_paths, .show_libs = o.show_libs, .diff = o.diff, .ascending = o.ascending,
+  };
+  write_report(&o, &r);
+  if (fflush(stdout) != 0 || ferror(stdout)) fatal("error writing the report: %s", strerror(errno));
+  return 0;
+}

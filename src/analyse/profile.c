@@ -1,0 +1,199 @@
+#include "profile.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "symbols.h"
+
+/* Allocator entry points whose frames are folded into their caller for MEM_*
+ * reports: the caller is where the allocation decision was made. */
+static const char *const allocator_names[] = {
+  "malloc", "calloc", "realloc", "free", "memalign", "posix_memalign", "aligned_alloc",
+  "valloc", "pvalloc", "reallocarray", "__libc_malloc", "__libc_calloc", "__libc_realloc",
+  "__libc_free", "__libc_memalign", "__libc_valloc", "__libc_pvalloc",
+  "operator new", "operator new[]", "operator delete", "operator delete[]",
+};
+
+static int is_allocator_name(const char *name)
+{
+  /* Every mangled operator new/new[]/delete/delete[] variant (plain, nothrow,
+   * aligned, sized; 32- and 64-bit size types) starts with one of these. */
+  if (!strncmp(name, "_Znw", 4) || !strncmp(name, "_Zna", 4)
+      || !strncmp(name, "_Zdl", 4) || !strncmp(name, "_Zda", 4))
+    return 1;
+  for (size_t i = 0; i < sizeof(allocator_names) / sizeof(allocator_names[0]); ++i) {
+    size_t n = strlen(allocator_names[i]);
+    /* Demangled operator names carry their signature: "operator new(unsigned long)". */
+    if (!strncmp(name, allocator_names[i], n) && (name[n] == 0 || (n > 8 && name[n] == '(')))
+      return 1;
+  }
+  return 0;
+}
+
+static void symtab_grow(struct symtab *st, size_t need)
+{
+  size_t cap = st->cap;
+  GROW(st->file_of, cap, need);
+  cap = st->cap; GROW(st->flags, cap, need);
+  cap = st->cap; GROW(st->display, cap, need);
+  st->cap = cap;
+}
+
+void symtab_init(struct symtab *st, int demangle)
+{
+  memset(st, 0, sizeof(*st));
+  strpool_init(&st->names);
+  strpool_init(&st->files);
+  st->demangle = demangle;
+  symtab_file(st, "", 0);
+  st->spontaneous = symtab_symbol(st, "<spontaneous>", 13, 0);
+}
+
+uint32_t symtab_file(struct symtab *st, const char *path, size_t len)
+{
+  return strpool_intern(&st->files, path, len);
+}
+
+uint32_t symtab_symbol(struct symtab *st, const char *name, size_t len, uint32_t file)
+{
+  size_t before = st->names.count;
+  uint32_t id = strpool_intern(&st->names, name, len);
+  if (st->names.count != before) {
+    symtab_grow(st, (size_t) id + 1);
+    st->file_of[id] = file;
+    st->flags[id] = is_allocator_name(strpool_get(&st->names, id)) ? SYM_ALLOCATOR : 0;
+    st->display[id] = NULL;
+  }
+  return id;
+}
+
+const char *symtab_display(struct symtab *st, uint32_t sym)
+{
+  if (!st->demangle) return symtab_name(st, sym);
+  if (!st->display[sym]) st->display[sym] = demangle_name(symtab_name(st, sym));
+  return st->display[sym];
+}
+
+const char *symtab_file_display(const struct symtab *st, uint32_t sym)
+{
+  const char *f = symtab_file_name(st, st->file_of[sym]);
+  return *f ? f : "<dynamically generated>";
+}
+
+/* ---- call tree ---- */
+
+static uint64_t node_key_hash(uint32_t parent, uint32_t sym)
+{
+  return hash_u64(((uint64_t) parent << 32) | sym);
+}
+
+static uint32_t tree_new_node(struct call_tree *t, uint32_t parent, uint32_t sym)
+{
+  if (t->count >= UINT32_MAX - 1) fatal("call tree too large");
+  GROW(t->nodes, t->cap, t->count + 1);
+  uint32_t id = (uint32_t) t->count++;
+  struct tree_node *n = &t->nodes[id];
+  memset(n, 0, sizeof(*n));
+  n->parent = parent;
+  n->sym = sym;
+  n->first_child = NO_NODE;
+  n->next_sibling = NO_NODE;
+  n->hash_next = NO_NODE;
+  if (parent != NO_NODE) {
+    n->depth = t->nodes[parent].depth + 1;
+    n->next_sibling = t->nodes[parent].first_child;
+    t->nodes[parent].first_child = id;
+  }
+  return id;
+}
+
+void tree_init(struct call_tree *t, uint32_t root_sym, int is_max)
+{
+  memset(t, 0, sizeof(*t));
+  t->is_max = is_max;
+  t->nbuckets = 1024;
+  t->buckets = xmalloc(t->nbuckets * sizeof(*t->buckets));
+  memset(t->buckets, 0xff, t->nbuckets * sizeof(*t->buckets));
+  tree_new_node(t, NO_NODE, root_sym);
+}
+
+void tree_free(struct call_tree *t)
+{
+  free(t->nodes);
+  free(t->buckets);
+  memset(t, 0, sizeof(*t));
+}
+
+static void tree_rehash(struct call_tree *t)
+{
+  size_t n = t->nbuckets * 2;
+  free(t->buckets);
+  t->buckets = xmalloc(n * sizeof(*t->buckets));
+  memset(t->buckets, 0xff, n * sizeof(*t->buckets));
+  t->nbuckets = n;
+  for (uint32_t id = 1; id < t->count; ++id) {
+    struct tree_node *node = &t->nodes[id];
+    size_t b = node_key_hash(node->parent, node->sym) & (n - 1);
+    node->hash_next = t->buckets[b];
+    t->buckets[b] = id;
+  }
+}
+
+uint32_t tree_child(struct call_tree *t, uint32_t parent, uint32_t sym)
+{
+  size_t b = node_key_hash(parent, sym) & (t->nbuckets - 1);
+  for (uint32_t id = t->buckets[b]; id != NO_NODE; id = t->nodes[id].hash_next)
+    if (t->nodes[id].parent == parent && t->nodes[id].sym == sym) return id;
+  uint32_t id = tree_new_node(t, parent, sym);
+  t->nodes[id].hash_next = t->buckets[b];
+  t->buckets[b] = id;
+  if (t->count > t->nbuckets) tree_rehash(t);
+  return id;
+}
+
+void tree_add(struct call_tree *t, uint32_t node, int64_t value, int64_t ticks)
+{
+  struct tree_node *n = &t->nodes[node];
+  if (t->is_max) {
+    if (value > n->cnt) n->cnt = value;
+  } else {
+    n->cnt += value;
+  }
+  n->freq += ticks;
+}
+
+void tree_accumulate(struct call_tree *t)
+{
+  for (size_t i = 0; i < t->count; ++i) {
+    t->nodes[i].ccnt = t->nodes[i].cnt;
+    t->nodes[i].cfreq = t->nodes[i].freq;
+  }
+  /* Children always have larger ids than their parent. */
+  for (size_t i = t->count; i-- > 1;) {
+    struct tree_node *n = &t->nodes[i];
+    struct tree_node *p = &t->nodes[n->parent];
+    if (t->is_max) {
+      if (n->ccnt > p->ccnt) p->ccnt = n->ccnt;
+    } else {
+      p->ccnt += n->ccnt;
+    }
+    p->cfreq += n->cfreq;
+  }
+}
+
+void tree_subtract(struct call_tree *t, const struct call_tree *base)
+{
+  /* Map each baseline node onto the same path in t; ids grow parent-first. */
+  uint32_t *map = xmalloc(base->count * sizeof(*map));
+  map[0] = 0;
+  for (size_t i = 1; i < base->count; ++i) {
+    const struct tree_node *b = &base->nodes[i];
+    map[i] = tree_child(t, map[b->parent], b->sym);
+    struct tree_node *n = &t->nodes[map[i]];
+    n->cnt -= b->cnt;
+    n->freq -= b->freq;
+  }
+  t->nodes[0].cnt -= base->nodes[0].cnt;
+  t->nodes[0].freq -= base->nodes[0].freq;
+  free(map);
+}

@@ -1,0 +1,70 @@
+/* The analyser's model: a symbol table shared by every tree, and call trees
+ * whose nodes are keyed by (parent node, symbol).
+ *
+ * Symbols are identified by their final name (after -g resolution and the
+ * -ml/-mr/-ma renames), as IgProf does: every call site inside one function
+ * collapses into one symbol. A symbol remembers the file it was first seen in. */
+#ifndef IGPROF_ANALYSE_PROFILE_H
+#define IGPROF_ANALYSE_PROFILE_H
+
+#include <stdint.h>
+
+#include "util.h"
+
+#define NO_NODE UINT32_MAX
+
+enum symbol_flags {
+  SYM_PROFILER = 1,   /* a frame of the profiler itself (file contains "libigprof") */
+  SYM_ALLOCATOR = 2,  /* a malloc-family or operator new/delete entry point */
+};
+
+struct symtab {
+  struct strpool names;   /* symbol id == name id */
+  struct strpool files;   /* file id == path id; id 0 is "" */
+  uint32_t *file_of;      /* symbol -> file */
+  uint8_t *flags;         /* symbol -> enum symbol_flags */
+  const char **display;   /* symbol -> demangled name (lazy, NULL = not computed) */
+  size_t cap;
+  int demangle;           /* -d: show demangled names */
+  uint32_t spontaneous;   /* the synthetic root symbol */
+};
+
+void symtab_init(struct symtab *st, int demangle);
+/* The symbol named name[0..len), created with `file` if new. */
+uint32_t symtab_symbol(struct symtab *st, const char *name, size_t len, uint32_t file);
+uint32_t symtab_file(struct symtab *st, const char *path, size_t len);
+static inline const char *symtab_name(const struct symtab *st, uint32_t sym) { return strpool_get(&st->names, sym); }
+static inline const char *symtab_file_name(const struct symtab *st, uint32_t file) { return strpool_get(&st->files, file); }
+/* The name shown in reports: demangled with -d, raw otherwise. */
+const char *symtab_display(struct symtab *st, uint32_t sym);
+/* Library path of a symbol as shown by -l and the databases. */
+const char *symtab_file_display(const struct symtab *st, uint32_t sym);
+
+struct tree_node {
+  uint32_t parent, first_child, next_sibling, hash_next;
+  uint32_t sym;
+  uint32_t depth;          /* root = 0 */
+  int64_t cnt, freq;       /* self value and ticks of the report counter */
+  int64_t ccnt, cfreq;     /* cumulative, filled by tree_accumulate */
+};
+
+struct call_tree {
+  struct tree_node *nodes;
+  size_t count, cap;
+  uint32_t *buckets;       /* hash (parent, sym) -> first node, chained by hash_next */
+  size_t nbuckets;
+  int is_max;              /* values combine with max instead of + (*_MAX counters) */
+};
+
+void tree_init(struct call_tree *t, uint32_t root_sym, int is_max);
+void tree_free(struct call_tree *t);
+/* The child of `parent` for `sym`, created if missing. */
+uint32_t tree_child(struct call_tree *t, uint32_t parent, uint32_t sym);
+/* Add a value/ticks pair to a node's self counts. */
+void tree_add(struct call_tree *t, uint32_t node, int64_t value, int64_t ticks);
+/* Fill ccnt/cfreq bottom-up. */
+void tree_accumulate(struct call_tree *t);
+/* Subtract every count of `base` (built on the same symtab) from `t`. */
+void tree_subtract(struct call_tree *t, const struct call_tree *base);
+
+#endif

@@ -1,0 +1,570 @@
+#include "reader.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "../profiler/dump_format.h"
+#include "util.h"
+
+/* One FN definition of the current dump, after symbolisation and renaming. */
+struct frame {
+  uint32_t raw_sym;        /* symbol before -ml/-mr (what filters look at) */
+  uint32_t first, count;   /* mapped symbols in reader.frame_syms, outermost first */
+  uint8_t profiler;        /* defined in the profiler's own library */
+};
+
+/* A line read before the report counter was known (it carries no counter). */
+struct pending_line { uint32_t depth, frame; };
+
+struct line_source {
+  gzFile gz;
+  const char *path;
+  char *buf; size_t len, pos;
+  char *line; size_t line_cap;
+  uint64_t lineno;
+  int eof;
+};
+
+struct reader {
+  struct read_options opt;
+  struct symtab *st;
+  struct call_tree *tree;
+  char *key;
+  int key_is_max, key_is_time, key_is_mem;
+  double tick_period;
+  int have_period;
+  struct strpool counter_names;   /* every counter name seen, for messages */
+
+  /* per dump */
+  struct line_source src;
+  int base;
+  struct idmap fn_ids, file_ids, counter_ids;
+  struct frame *frames; size_t nframes, frames_cap;
+  uint32_t *frame_syms; size_t nframe_syms, frame_syms_cap;
+  uint32_t cur_depth;
+  uint32_t *path; uint32_t *ma_state; size_t path_cap;
+  struct pending_line *pending; size_t npending, pending_cap;
+  char *scratch; size_t scratch_cap;
+  uint64_t lines_total;
+};
+
+#define CHUNK (256u * 1024u)
+
+static _Noreturn void __attribute__((format(printf, 2, 3)))
+parse_error(struct reader *rd, const char *fmt, ...)
+{
+  va_list ap;
+  fflush(stdout);
+  fprintf(stderr, "%s:%" PRIu64 ": ", rd->src.path, rd->src.lineno);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  exit(1);
+}
+
+/* ---- line input over zlib (which reads uncompressed files transparently) ---- */
+
+static void source_open(struct reader *rd, const char *path)
+{
+  struct line_source *s = &rd->src;
+  s->path = path;
+  s->lineno = 0;
+  s->eof = 0;
+  s->len = s->pos = 0;
+  if (strcmp(path, "-") == 0) {
+    s->path = "<stdin>";
+    s->gz = gzdopen(dup(0), "rb");
+  } else {
+    s->gz = gzopen(path, "rb");
+  }
+  if (!s->gz) {
+    fflush(stdout);
+    fprintf(stderr, "%s: cannot open: %s\n", path, strerror(errno ? errno : ENOMEM));
+    exit(1);
+  }
+  gzbuffer(s->gz, CHUNK);
+}
+
+static void source_fill(struct reader *rd)
+{
+  struct line_source *s = &rd->src;
+  int n = gzread(s->gz, s->buf, CHUNK);
+  uint64_t lineno = s->lineno;
+  s->lineno = lineno + 1;    /* errors here concern the line being read */
+  if (n < 0 || (n == 0 && !gzeof(s->gz))) {
+    int err = 0;
+    const char *msg = gzerror(s->gz, &err);
+    if (err == Z_ERRNO) msg = strerror(errno);
+    parse_error(rd, "read error: %s", msg);
+  }
+  if (n == 0) {
+    int err = 0;
+    const char *msg = gzerror(s->gz, &err);
+    if (err != Z_OK) parse_error(rd, "corrupt or truncated compressed data: %s", msg);
+    s->eof = 1;
+  }
+  s->lineno = lineno;
+  s->len = (size_t) (n > 0 ? n : 0);
+  s->pos = 0;
+}
+
+/* Next line without its newline (in line and len); 0 at end of input. A final
+ * line without a newline still counts. */
+static int source_line(struct reader *rd, char **line, size_t *len)
+{
+  struct line_source *s = &rd->src;
+  size_t used = 0;
+  int have = 0;
+  for (;;) {
+    if (s->pos == s->len) {
+      if (s->eof) break;
+      source_fill(rd);
+      if (s->len == 0) break;
+    }
+    char *start = s->buf + s->pos;
+    size_t avail = s->len - s->pos;
+    char *nl = memchr(start, '\n', avail);
+    size_t n = nl ? (size_t) (nl - start) : avail;
+    if (nl && !have) {
+      /* Common case: the whole line is inside the buffer, no copy. */
+      s->pos += n + 1;
+      s->lineno++;
+      start[n] = 0;
+      *line = start;
+      *len = n;
+      return 1;
+    }
+    have = 1;
+    GROW(s->line, s->line_cap, used + n + 1);
+    memcpy(s->line + used, start, n);
+    used += n;
+    s->pos += n + (nl ? 1 : 0);
+    if (nl) break;
+  }
+  if (!have) return 0;
+  s->lineno++;
+  s->line[used] = 0;
+  *line = s->line;
+  *len = used;
+  return 1;
+}
+
+/* ---- token helpers; p walks the line, end is its NUL ---- */
+
+static int expect(char **p, const char *lit)
+{
+  size_t n = strlen(lit);
+  if (strncmp(*p, lit, n) != 0) return 0;
+  *p += n;
+  return 1;
+}
+
+static int parse_int(char **p, int base, int64_t *out)
+{
+  char *s = *p;
+  int neg = 0;
+  uint64_t v = 0;
+  if (*s == '-') { neg = 1; ++s; }
+  char *digits = s;
+  for (;; ++s) {
+    int d = igprof_hex_digit_value((unsigned char) *s);
+    if (d < 0 || d >= base) break;
+    if (v > (UINT64_MAX - (uint64_t) d) / (uint64_t) base) return 0;
+    v = v * (uint64_t) base + (uint64_t) d;
+  }
+  if (s == digits || v > (uint64_t) INT64_MAX) return 0;
+  *out = neg ? -(int64_t) v : (int64_t) v;
+  *p = s;
+  return 1;
+}
+
+static char *scratch(struct reader *rd, size_t n)
+{
+  GROW(rd->scratch, rd->scratch_cap, n + 1);
+  return rd->scratch;
+}
+
+/* ---- report counter ---- */
+
+static void set_key(struct reader *rd, const char *name)
+{
+  size_t n = strlen(name);
+  rd->key = xstrdup(name);
+  rd->key_is_max = n >= 4 && strcmp(name + n - 4, "_MAX") == 0;
+  rd->key_is_time = strcmp(name, "PERF_TICKS") == 0 || strncmp(name, "NRG_", 4) == 0;
+  rd->key_is_mem = strncmp(name, "MEM_", 4) == 0;
+}
+
+struct reader *reader_new(const struct read_options *opts, struct symtab *st)
+{
+  struct reader *rd = xcalloc(1, sizeof(*rd));
+  rd->opt = *opts;
+  rd->st = st;
+  if (opts->key) set_key(rd, opts->key);
+  strpool_init(&rd->counter_names);
+  idmap_init(&rd->fn_ids);
+  idmap_init(&rd->file_ids);
+  idmap_init(&rd->counter_ids);
+  rd->src.buf = xmalloc(CHUNK);
+  return rd;
+}
+
+void reader_free(struct reader *rd)
+{
+  if (!rd) return;
+  free(rd->key);
+  free(rd->src.buf);
+  free(rd->src.line);
+  strpool_free(&rd->counter_names);
+  idmap_free(&rd->fn_ids);
+  idmap_free(&rd->file_ids);
+  idmap_free(&rd->counter_ids);
+  free(rd->frames);
+  free(rd->frame_syms);
+  free(rd->path);
+  free(rd->ma_state);
+  free(rd->pending);
+  free(rd->scratch);
+  free(rd);
+}
+
+const char *reader_key(const struct reader *rd) { return rd->key; }
+double reader_tick_period(const struct reader *rd) { return rd->tick_period; }
+int reader_key_is_max(const struct reader *rd) { return rd->key_is_max; }
+int reader_key_is_time(const struct reader *rd) { return rd->key_is_time; }
+
+/* ---- header: P=([HEX ]ID=<pid> N=(<program>) T=<period>) ---- */
+
+static void parse_header(struct reader *rd, char *line, size_t len)
+{
+  char *p = line;
+  int64_t pid;
+  if (!expect(&p, "P=(")) parse_error(rd, "not an igprof dump: expected a header line starting with 'P=('");
+  rd->base = expect(&p, "HEX ") ? 16 : 10;
+  if (!expect(&p, "ID=") || !parse_int(&p, rd->base, &pid) || !expect(&p, " N=("))
+    parse_error(rd, "malformed header: expected 'ID=<pid> N=(<program>)'");
+  /* The program name may contain ')' in IgProf's unescaped dumps: the name
+   * ends at the last ") T=". */
+  char *t = NULL;
+  for (char *q = p; (q = strstr(q, ") T=")) != NULL; ++q) t = q;
+  if (!t) parse_error(rd, "malformed header: missing ') T=<tick period>'");
+  char *num = t + 4, *endp = NULL;
+  errno = 0;
+  double period = strtod(num, &endp);
+  if (endp == num || errno || *endp != ')' || endp + 1 != line + len || period < 0)
+    parse_error(rd, "malformed header: bad tick period '%.*s'", (int) (line + len - num), num);
+  if (!rd->have_period) {
+    rd->tick_period = period;
+    rd->have_period = 1;
+  } else if (period != rd->tick_period && rd->key_is_time) {
+    warn("%s: tick period %f differs from the first input's %f; times use the first",
+         rd->src.path, period, rd->tick_period);
+  }
+}
+
+/* ---- symbol naming for an FN definition ---- */
+
+static const char *base_name(const char *path)
+{
+  const char *b = strrchr(path, '/');
+  return b ? b + 1 : path;
+}
+
+static void add_frame_sym(struct reader *rd, uint32_t sym)
+{
+  if (rd->opt.merge) sym = merge_map_symbol(rd->opt.merge, rd->st, sym);
+  GROW(rd->frame_syms, rd->frame_syms_cap, rd->nframe_syms + 1);
+  rd->frame_syms[rd->nframe_syms++] = sym;
+}
+
+/* Create frame for FN `id` with decoded name, file and offset. */
+static void define_frame(struct reader *rd, int64_t id, const char *name, uint32_t file, int64_t fileoff)
+{
+  struct symtab *st = rd->st;
+  const char *path = symtab_file_name(st, file);
+  struct frame f = { 0 };
+  f.first = (uint32_t) rd->nframe_syms;
+  f.profiler = strstr(path, "libigprof") != NULL;
+  int unnamed = name[0] == '@' && name[1] == '?';
+  const char *resolved[RESOLVE_MAX_FRAMES];
+  size_t n = 0;
+  if (rd->opt.resolver && *path && fileoff >= 0)
+    n = resolver_lookup(rd->opt.resolver, path, (uint64_t) fileoff, resolved);
+  if (n) {
+    f.raw_sym = symtab_symbol(st, resolved[0], strlen(resolved[0]), file);
+    add_frame_sym(rd, f.raw_sym);
+    for (size_t i = 1; i < n; ++i) add_frame_sym(rd, symtab_symbol(st, resolved[i], strlen(resolved[i]), file));
+  } else {
+    const char *shown = name;
+    if (unnamed && rd->opt.resolver && *path) {
+      /* -g found no symbol covering the address. */
+      char *buf = scratch(rd, strlen(path) + 32);
+      sprintf(buf, "%s+0x%" PRIx64, base_name(path), (uint64_t) fileoff);
+      shown = buf;
+    } else if (unnamed && fileoff > 0) {
+      /* IgProf's naming of unresolved call sites. */
+      char *buf = scratch(rd, strlen(path) + 64);
+      if (*path) sprintf(buf, "@{%s+%" PRId64 "}", base_name(path), fileoff);
+      else sprintf(buf, "@?0x%" PRIx64 "{<dynamically-generated>}", (uint64_t) fileoff);
+      shown = buf;
+    }
+    f.raw_sym = symtab_symbol(st, shown, strlen(shown), file);
+    add_frame_sym(rd, f.raw_sym);
+  }
+  f.count = (uint32_t) rd->nframe_syms - f.first;
+  GROW(rd->frames, rd->frames_cap, rd->nframes + 1);
+  rd->frames[rd->nframes] = f;
+  idmap_put(&rd->fn_ids, (uint64_t) id, (uint32_t) rd->nframes);
+  rd->nframes++;
+}
+
+/* Find the end of a "(...)" field that is followed by `after`; IgProf's
+ * writer does not escape ')' so the first ')' is not necessarily the end. */
+static char *field_end(char *p, const char *after)
+{
+  size_t n = strlen(after);
+  for (char *q = p; (q = strchr(q, ')')) != NULL; ++q)
+    if (strncmp(q + 1, after, n) == 0) return q;
+  return NULL;
+}
+
+/* Undo the dump's percent escape in place (dump_format.h). "%00" stays
+ * literal so that names remain NUL-terminated strings. */
+static size_t decode_name(char *s, size_t len)
+{
+  size_t o = 0;
+  for (size_t i = 0; i < len; ++i) {
+    int hi, lo;
+    if (s[i] == '%' && i + 2 < len
+        && (hi = igprof_hex_digit_value((unsigned char) s[i + 1])) >= 0
+        && (lo = igprof_hex_digit_value((unsigned char) s[i + 2])) >= 0 && (hi | lo)) {
+      s[o++] = (char) (hi << 4 | lo);
+      i += 2;
+    } else {
+      s[o++] = s[i];
+    }
+  }
+  s[o] = 0;
+  return o;
+}
+
+/* FN<id>=(F<fid>[=(path)]+<off> N=(<name>))  -- p is just after "FN<id>". */
+static void parse_fn_definition(struct reader *rd, char **pp, int64_t id)
+{
+  char *p = *pp;
+  int64_t fid, fileoff;
+  uint32_t file;
+  if (!expect(&p, "=(F") || !parse_int(&p, rd->base, &fid))
+    parse_error(rd, "malformed function definition: expected '=(F<file id>'");
+  if (*p == '=') {
+    p++;
+    if (*p != '(') parse_error(rd, "malformed file definition: expected '=(<path>)'");
+    char *end = field_end(++p, "+");
+    if (!end) parse_error(rd, "malformed file definition: missing ')+' after the path");
+    size_t len = decode_name(p, (size_t) (end - p));
+    file = symtab_file(rd->st, p, len);
+    idmap_put(&rd->file_ids, (uint64_t) fid, file);
+    p = end + 1;
+  } else if (!idmap_get(&rd->file_ids, (uint64_t) fid, &file)) {
+    parse_error(rd, "file F%" PRId64 " referenced before its definition", fid);
+  }
+  if (!expect(&p, "+") || !parse_int(&p, rd->base, &fileoff) || !expect(&p, " N=("))
+    parse_error(rd, "malformed function definition: expected '+<offset> N=(<name>)'");
+  char *end = field_end(p, ")+");
+  if (!end) parse_error(rd, "malformed function definition: missing '))+' after the name");
+  decode_name(p, (size_t) (end - p));
+  define_frame(rd, id, p, file, fileoff);
+  *pp = end + 2;
+}
+
+/* ---- placing a line in the tree ---- */
+
+static int frame_folds(const struct reader *rd, const struct frame *f)
+{
+  if (rd->opt.no_filter) return 0;
+  return f->profiler || (rd->key_is_mem && (rd->st->flags[f->raw_sym] & SYM_ALLOCATOR));
+}
+
+static uint32_t place(struct reader *rd, uint32_t depth, uint32_t frame_index)
+{
+  const struct frame *f = &rd->frames[frame_index];
+  uint32_t node = rd->path[depth - 1];
+  uint32_t state = rd->ma_state[depth - 1];
+  if (!frame_folds(rd, f)) {
+    for (uint32_t i = 0; i < f->count; ++i) {
+      uint32_t sym = rd->frame_syms[f->first + i];
+      if (rd->opt.merge && merge_has_ancestors(rd->opt.merge))
+        sym = merge_ancestors_apply(rd->opt.merge, rd->st, sym, &state);
+      if (rd->opt.merge && merge_collapses(rd->opt.merge) && rd->tree->nodes[node].sym == sym) continue;
+      node = tree_child(rd->tree, node, sym);
+    }
+  }
+  rd->path[depth] = node;
+  rd->ma_state[depth] = state;
+  return node;
+}
+
+static void grow_path(struct reader *rd, size_t need)
+{
+  size_t cap = rd->path_cap;
+  GROW(rd->path, cap, need);
+  cap = rd->path_cap;
+  GROW(rd->ma_state, cap, need);
+  rd->path_cap = cap;
+}
+
+static void flush_pending(struct reader *rd)
+{
+  for (size_t i = 0; i < rd->npending; ++i) place(rd, rd->pending[i].depth, rd->pending[i].frame);
+  rd->npending = 0;
+}
+
+static int hit_filtered(const struct read_options *o, int64_t value, int64_t ticks)
+{
+  if (o->min_count > 0 && value < o->min_count) return 1;
+  if (o->max_count > 0 && value > o->max_count) return 1;
+  if (o->min_calls > 0 && ticks < o->min_calls) return 1;
+  if (o->max_calls > 0 && ticks > o->max_calls) return 1;
+  if (o->min_avg > 0 && ticks && value / ticks < o->min_avg) return 1;
+  if (o->max_avg > 0 && ticks && value / ticks > o->max_avg) return 1;
+  return 0;
+}
+
+/* " V<id>[=(<name>)]:(<ticks>,<value>,<peak>)" {";LK=(0x<addr>,<size>)"} */
+static void parse_counter(struct reader *rd, char **pp, int *has_key, int64_t *value, int64_t *ticks)
+{
+  char *p = *pp;
+  int64_t cid, t, v, pk;
+  uint32_t is_key;
+  if (!expect(&p, " V") || !parse_int(&p, rd->base, &cid))
+    parse_error(rd, "malformed counter: expected ' V<id>'");
+  if (*p == '=') {
+    if (!expect(&p, "=(")) parse_error(rd, "malformed counter definition: expected '=(<name>)'");
+    char *end = field_end(p, ":(");
+    if (!end) parse_error(rd, "malformed counter definition: missing '):(' after the name");
+    *end = 0;
+    strpool_intern(&rd->counter_names, p, (size_t) (end - p));
+    if (!rd->key) set_key(rd, p);
+    is_key = strcmp(p, rd->key) == 0;
+    idmap_put(&rd->counter_ids, (uint64_t) cid, is_key);
+    p = end + 1;
+  } else if (!idmap_get(&rd->counter_ids, (uint64_t) cid, &is_key)) {
+    parse_error(rd, "counter V%" PRId64 " referenced before its definition", cid);
+  }
+  if (!expect(&p, ":(") || !parse_int(&p, rd->base, &t) || !expect(&p, ",")
+      || !parse_int(&p, rd->base, &v) || !expect(&p, ",") || !parse_int(&p, rd->base, &pk)
+      || !expect(&p, ")"))
+    parse_error(rd, "malformed counter values: expected ':(<ticks>,<value>,<peak>)'");
+  while (*p == ';') {
+    int64_t addr, size;
+    if (!expect(&p, ";LK=(0x") || !parse_int(&p, 16, &addr) || !expect(&p, ",")
+        || !parse_int(&p, rd->base, &size) || !expect(&p, ")"))
+      parse_error(rd, "malformed leak record: expected ';LK=(0x<address>,<size>)'");
+  }
+  if (is_key) {
+    int64_t val = rd->opt.peak ? pk : v;
+    if (!hit_filtered(&rd->opt, val, t)) {
+      if (rd->key_is_max) { if (!*has_key || val > *value) *value = val; }
+      else *value += val;
+      *ticks += t;
+    }
+    *has_key = 1;
+  }
+  *pp = p;
+}
+
+static void parse_line(struct reader *rd, char *line)
+{
+  char *p = line;
+  int64_t depth, id, symoff;
+  uint32_t frame;
+  if (!expect(&p, "C") || !parse_int(&p, rd->base, &depth))
+    parse_error(rd, "malformed stack line: expected 'C<depth>'");
+  if (depth < 1 || (uint64_t) depth > (uint64_t) rd->cur_depth + 1)
+    parse_error(rd, "stack depth %" PRId64 " follows depth %" PRIu32 " (a frame may be at most one level deeper than the line before)",
+                depth, rd->cur_depth);
+  if (!expect(&p, " FN") || !parse_int(&p, rd->base, &id))
+    parse_error(rd, "malformed stack line: expected ' FN<id>' after the depth");
+  if (*p == '=') {
+    parse_fn_definition(rd, &p, id);
+  } else if (!idmap_get(&rd->fn_ids, (uint64_t) id, &frame)) {
+    parse_error(rd, "function FN%" PRId64 " referenced before its definition", id);
+  }
+  idmap_get(&rd->fn_ids, (uint64_t) id, &frame);
+  if (!expect(&p, "+") || !parse_int(&p, rd->base, &symoff))
+    parse_error(rd, "malformed stack line: expected '+<offset>' after the function");
+  int has_key = 0;
+  int64_t value = 0, ticks = 0;
+  while (*p == ' ') parse_counter(rd, &p, &has_key, &value, &ticks);
+  if (*p) parse_error(rd, "unexpected text '%.20s' at the end of the line", p);
+
+  rd->cur_depth = (uint32_t) depth;
+  grow_path(rd, (size_t) depth + 1);
+  rd->tree->is_max = rd->key_is_max;
+  if (!rd->key) {
+    GROW(rd->pending, rd->pending_cap, rd->npending + 1);
+    rd->pending[rd->npending++] = (struct pending_line) { (uint32_t) depth, frame };
+    return;
+  }
+  if (rd->npending) flush_pending(rd);
+  uint32_t node = place(rd, (uint32_t) depth, frame);
+  if (has_key) tree_add(rd->tree, node, value, ticks);
+}
+
+void reader_read(struct reader *rd, const char *path, struct call_tree *tree)
+{
+  char *line;
+  size_t len;
+  rd->tree = tree;
+  source_open(rd, path);
+  if (rd->opt.verbose) fprintf(stderr, "igprof-analyse: reading %s\n", rd->src.path);
+  if (!source_line(rd, &line, &len)) {
+    rd->src.lineno = 1;
+    parse_error(rd, "empty input, not an igprof dump");
+  }
+  parse_header(rd, line, len);
+  idmap_clear(&rd->fn_ids);
+  idmap_clear(&rd->file_ids);
+  idmap_clear(&rd->counter_ids);
+  rd->nframes = 0;
+  rd->nframe_syms = 0;
+  rd->cur_depth = 0;
+  grow_path(rd, 1);
+  rd->path[0] = 0;
+  rd->ma_state[0] = 0;
+  while (source_line(rd, &line, &len)) {
+    if (len == 0) parse_error(rd, "empty line");
+    if (strlen(line) != len) parse_error(rd, "NUL byte inside a line");
+    parse_line(rd, line);
+    if (rd->opt.verbose && (++rd->lines_total % 1000000) == 0)
+      fprintf(stderr, "igprof-analyse: %" PRIu64 " lines read\n", rd->lines_total);
+  }
+  gzclose(rd->src.gz);
+  rd->src.gz = NULL;
+  if (rd->key) {
+    tree->is_max = rd->key_is_max;
+    if (rd->npending) flush_pending(rd);
+  }
+  rd->npending = 0;
+}
+
+void reader_finish(struct reader *rd)
+{
+  if (rd->key && strpool_find(&rd->counter_names, rd->key, strlen(rd->key)) != UINT32_MAX) return;
+  fflush(stdout);
+  if (!rd->counter_names.count) {
+    fprintf(stderr, "igprof-analyse: no counter values in the profile data\n");
+    exit(1);
+  }
+  fprintf(stderr, "igprof-analyse: no counter named '%s' in the profile data; it has:", rd->key);
+  for (size_t i = 0; i < rd->counter_names.count; ++i)
+    fprintf(stderr, " %s", strpool_get(&rd->counter_names, (uint32_t) i));
+  fputc('\n', stderr);
+  exit(1);
+}

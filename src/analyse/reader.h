@@ -1,0 +1,39 @@
+/* Streaming reader of IgProf-format dumps (ours and IgProf's; HEX and decimal;
+ * plain or gzip; "-" is stdin). Each line is parsed in place and merged into a
+ * call tree; memory grows with the number of distinct stacks and symbols, not
+ * with the size of the input. Bad input is reported as "file:line: problem"
+ * on stderr and the process exits 1. */
+#ifndef IGPROF_ANALYSE_READER_H
+#define IGPROF_ANALYSE_READER_H
+
+#include <stdint.h>
+
+#include "merge.h"
+#include "profile.h"
+#include "symbols.h"
+
+struct read_options {
+  const char *key;            /* counter to report; NULL = first one seen */
+  int peak;                   /* --value peak */
+  int no_filter;              /* -nf */
+  struct resolver *resolver;  /* -g, or NULL */
+  struct merge_rules *merge;  /* -ml/-mr/-ma, or NULL */
+  int64_t min_count, max_count, min_calls, max_calls, min_avg, max_avg; /* 0 = off */
+  int verbose;
+};
+
+struct reader;
+
+struct reader *reader_new(const struct read_options *opts, struct symtab *st);
+void reader_free(struct reader *rd);
+/* Read one dump into `tree` (whose is_max is set once the key is known). */
+void reader_read(struct reader *rd, const char *path, struct call_tree *tree);
+/* Call after the last file: exits with a message if no key counter was found. */
+void reader_finish(struct reader *rd);
+
+const char *reader_key(const struct reader *rd);
+double reader_tick_period(const struct reader *rd);
+int reader_key_is_max(const struct reader *rd);
+int reader_key_is_time(const struct reader *rd);
+
+#endif

@@ -1,0 +1,58 @@
+/* Report writers. Each reads the ranked flat profile (and for tree-shaped
+ * outputs the call tree) and writes one format. */
+#ifndef IGPROF_ANALYSE_REPORT_H
+#define IGPROF_ANALYSE_REPORT_H
+
+#include <float.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "flat.h"
+#include "profile.h"
+
+struct report {
+  FILE *out;
+  struct symtab *st;
+  const struct call_tree *tree;
+  struct flat_profile *flat;
+  const struct flat_profile *base;   /* -D: the baseline's own flat profile */
+  const char *key;
+  double tick_period;
+  int is_time;       /* PERF_TICKS/NRG_*: values are ticks, shown as seconds */
+  int show_calls, show_paths, show_libs;
+  int diff;          /* -D */
+  int ascending;     /* -o ascending */
+};
+
+/* One row of a report: an entry's caller or callee. */
+struct report_row {
+  uint32_t entry;          /* the other entry */
+  const struct flat_edge *edge;
+};
+
+/* Callers (ascending) or callees (descending) of entry e with a non-zero
+ * edge value, in IgProf's order; returns the count, rows in *rows. */
+size_t report_callers(const struct report *r, uint32_t e, struct report_row **rows);
+size_t report_callees(const struct report *r, uint32_t e, struct report_row **rows);
+/* Entries with a non-zero cumulative value, in rank order. */
+size_t report_table(const struct report *r, uint32_t **rows);
+
+/* Percentage of an entry (self or cumulative) or an edge: of the total, or
+ * with -D of the baseline's value; REPORT_NEW_PCT when the baseline lacks it. */
+#define REPORT_NEW_PCT FLT_MAX
+float report_entry_pct(const struct report *r, const struct flat_entry *en, int self);
+float report_edge_pct(const struct report *r, const struct flat_edge *edge);
+/* "Children" of the call graph: cum - self, or the largest callee for *_MAX. */
+int64_t report_kids(const struct report *r, uint32_t e, const struct report_row *callees, size_t n);
+
+void report_text(const struct report *r);
+void report_json(const struct report *r);
+/* path "-": SQL text on stdout; otherwise an sqlite3 database file. */
+int report_sqlite(const struct report *r, const char *path);
+void report_callgrind(const struct report *r, FILE *out);
+void report_flame(const struct report *r);
+void report_tree(const struct report *r);
+void report_top(const struct report *r, size_t n);
+
+#endif

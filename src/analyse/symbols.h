@@ -1,0 +1,32 @@
+/* Offline symbolisation for -g: ELF symbol tables (with sizes), separate debug
+ * files found by .gnu_debuglink or build-id, and with --lines the source line
+ * and inline frames from DWARF. All of it through elfutils' libdwfl; no child
+ * processes. */
+#ifndef IGPROF_ANALYSE_SYMBOLS_H
+#define IGPROF_ANALYSE_SYMBOLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RESOLVE_MAX_FRAMES 32
+
+struct resolver;
+
+/* with_lines: append " at FILE:LINE" and expand inline frames.
+ * demangle: return demangled names. */
+struct resolver *resolver_new(int with_lines, int demangle);
+void resolver_free(struct resolver *r);
+
+/* Resolve `offset` (address minus the library's load base, as the dump
+ * records it) inside the ELF file `path`. On success returns the number of
+ * frames (outermost first; more than one only for inlined code) and points
+ * names[i] at strings owned by the resolver, valid until the next call.
+ * Returns 0 when the file cannot be read or no symbol covers the address. */
+size_t resolver_lookup(struct resolver *r, const char *path, uint64_t offset,
+                       const char **names);
+
+/* Demangled form of a C++ name in a new string, or `name` itself when it is
+ * not a mangled name (never NULL; result lives as long as the program). */
+const char *demangle_name(const char *name);
+
+#endif

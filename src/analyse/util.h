@@ -1,0 +1,78 @@
+/* Small building blocks of igprof-analyse: checked allocation, fatal errors,
+ * an append-only string pool with interning, and an integer-keyed hash map.
+ * Everything the reader touches per dump line is allocation-free once these
+ * structures have grown to the size of the profile. */
+#ifndef IGPROF_ANALYSE_UTIL_H
+#define IGPROF_ANALYSE_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+
+/* Print "igprof-analyse: <message>" on stderr and exit 1. */
+_Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print "igprof-analyse: warning: <message>" on stderr. */
+void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Grow *array (element size elem) so that index `need - 1` is valid. */
+void grow_array(void **array, size_t *cap, size_t need, size_t elem);
+#define GROW(arr, cap, need) grow_array((void **) &(arr), &(cap), (need), sizeof(*(arr)))
+
+/* Interned strings: each distinct string gets a dense id starting at 0.
+ * Strings are NUL-terminated and never move once interned. */
+struct strpool {
+  char **chunks;       /* storage chunks, each at least 1 MiB */
+  size_t nchunks, chunk_cap, chunk_used, chunk_size;
+  const char **str;    /* id -> string */
+  uint32_t *len;       /* id -> length */
+  uint64_t *hash;      /* id -> hash */
+  size_t count, cap;
+  uint32_t *slots;     /* open addressing: id + 1, 0 = empty */
+  size_t nslots;
+};
+
+void strpool_init(struct strpool *p);
+void strpool_free(struct strpool *p);
+/* Id of s[0..len), interning it if new. */
+uint32_t strpool_intern(struct strpool *p, const char *s, size_t len);
+/* Id of s[0..len) or UINT32_MAX if absent. */
+uint32_t strpool_find(const struct strpool *p, const char *s, size_t len);
+static inline const char *strpool_get(const struct strpool *p, uint32_t id) { return p->str[id]; }
+
+/* Map from a 64-bit key to a 32-bit value (open addressing, linear probe). */
+struct idmap {
+  uint64_t *keys;
+  uint32_t *vals;      /* value + 1; 0 = empty slot */
+  size_t nslots, count;
+};
+
+void idmap_init(struct idmap *m);
+void idmap_free(struct idmap *m);
+void idmap_clear(struct idmap *m);
+/* Returns 1 and sets *val when present. */
+int idmap_get(const struct idmap *m, uint64_t key, uint32_t *val);
+void idmap_put(struct idmap *m, uint64_t key, uint32_t val);
+
+uint64_t hash_bytes(const void *data, size_t len);
+static inline uint64_t hash_u64(uint64_t x)
+{
+  x ^= x >> 33; x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+/* Format v with ' as thousands separator ("-1'234'567"); returns length. */
+int format_thousands(char *buf, size_t cap, int64_t v);
+/* Format v rounded to 2 decimals with thousands separators ("1'234.50"). */
+int format_thousands_2dp(char *buf, size_t cap, double v);
+
+/* Write s as a JSON string literal (with quotes). */
+void json_write_string(FILE *out, const char *s);
+
+#endif
