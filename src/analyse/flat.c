@@ -164,7 +164,7 @@ void flat_rank(struct flat_profile *fp, struct symtab *st, int ascending)
   sort_profile = fp;
   sort_symtab = st;
   sort_ascending = ascending;
-  qsort(fp->order, fp->count, sizeof(*fp->order), compare_rank);
+  if (fp->count > 1) qsort(fp->order, fp->count, sizeof(*fp->order), compare_rank);
   for (size_t i = 0; i < fp->count; ++i) fp->entries[fp->order[i]].rank = (uint32_t) i + 1;
 }
 

@@ -106,6 +106,9 @@ static void source_fill(struct reader *rd)
   if (n == 0) {
     int err = 0;
     const char *msg = gzerror(s->gz, &err);
+    /* zlib prefixes its message with the path, which we print already. */
+    size_t plen = strlen(s->path);
+    if (!strncmp(msg, s->path, plen) && !strncmp(msg + plen, ": ", 2)) msg += plen + 2;
     if (err != Z_OK) parse_error(rd, "corrupt or truncated compressed data: %s", msg);
     s->eof = 1;
   }
@@ -486,7 +489,8 @@ static void parse_line(struct reader *rd, char *line)
   uint32_t frame;
   if (!expect(&p, "C") || !parse_int(&p, rd->base, &depth))
     parse_error(rd, "malformed stack line: expected 'C<depth>'");
-  if (depth < 1 || (uint64_t) depth > (uint64_t) rd->cur_depth + 1)
+  if (depth < 1) parse_error(rd, "stack depth %" PRId64 " is invalid (depths start at 1)", depth);
+  if ((uint64_t) depth > (uint64_t) rd->cur_depth + 1)
     parse_error(rd, "stack depth %" PRId64 " follows depth %" PRIu32 " (a frame may be at most one level deeper than the line before)",
                 depth, rd->cur_depth);
   if (!expect(&p, " FN") || !parse_int(&p, rd->base, &id))

@@ -48,7 +48,7 @@ static size_t collect(const struct report *r, uint32_t e, int callers, struct re
     id = callers ? edge->next_in : edge->next_out;
   }
   sort_report = r;
-  qsort(*rows, n, sizeof(**rows), callers ? compare_callers : compare_callees);
+  if (n > 1) qsort(*rows, n, sizeof(**rows), callers ? compare_callers : compare_callees);
   return n;
 }
 
@@ -314,7 +314,7 @@ void report_text(const struct report *r)
   memcpy(by_self, rows, n * sizeof(*by_self));
   self_sort_profile = r->flat;
   self_sort_ascending = r->ascending;
-  qsort(by_self, n, sizeof(*by_self), compare_self);
+  if (n > 1) qsort(by_self, n, sizeof(*by_self), compare_self);
   print_flat_header(r, &l, r->diff ? "Flat profile (self different entries only)" : "Flat profile (self >= 0.01%)", "Self");
   print_flat_section(r, &l, by_self, n, 1);
   free(by_self);

@@ -74,7 +74,7 @@ static size_t kept_children(const struct report *r, uint32_t n, uint32_t **kids,
   double pct = pct_of(t->nodes[n].ccnt, total);
   size_t k = children(t, n, kids, cap), kept = 0;
   sort_tree = t;
-  qsort(*kids, k, sizeof(**kids), by_cum_desc);
+  if (k > 1) qsort(*kids, k, sizeof(**kids), by_cum_desc);
   for (size_t i = 0; i < k; ++i) {
     double c = pct_of(t->nodes[(*kids)[i]].ccnt, total);
     if ((c < 1. && pct < 1.) || c < 0.1) continue;
@@ -128,7 +128,7 @@ void report_top(const struct report *r, size_t n)
   size_t k = 0;
   for (uint32_t id = 0; id < t->count; ++id) if (t->nodes[id].cnt > 0) ids[k++] = id;
   sort_tree = t;
-  qsort(ids, k, sizeof(*ids), by_self_desc);
+  if (k > 1) qsort(ids, k, sizeof(*ids), by_self_desc);
   const char *unit = r->is_time ? "seconds" : strncmp(r->key, "MEM_", 4) == 0 ? "bytes" : "counts";
   for (size_t i = 0; i < k && i < n; ++i) {
     char v[64];
