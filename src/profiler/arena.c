@@ -1,0 +1,72 @@
+/* The profiler's private memory. Nothing the profiler keeps comes from the
+ * application's allocator (design.md §3.1): tree nodes, counters and thread
+ * buffers are bumped out of per-thread mmap chunks and never freed, so the
+ * fast path takes no lock and is safe in a signal handler; bigger, shorter
+ * lived things (live-table shards, dump scratch) take whole pages. */
+#include "internal.h"
+
+#include <sys/mman.h>
+
+#define CHUNK_SIZE (256u * 1024u)
+#define ALIGN 16u
+
+void *igprof_pages_alloc(size_t size)
+{
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+void igprof_pages_free(void *p, size_t size)
+{
+  if (p) munmap(p, size);
+}
+
+void *igprof_arena_alloc(size_t size)
+{
+  struct igprof_thread *t = &igprof_tls;
+  size = (size + ALIGN - 1) & ~(size_t) (ALIGN - 1);
+  if (IGPROF_UNLIKELY(size > CHUNK_SIZE / 4)) return igprof_pages_alloc(size);
+  if (IGPROF_UNLIKELY((size_t) (t->arena_end - t->arena_next) < size)) {
+    char *chunk = igprof_pages_alloc(CHUNK_SIZE);
+    if (!chunk) return NULL;
+    t->arena_next = chunk;
+    t->arena_end = chunk + CHUNK_SIZE;
+  }
+  void *p = t->arena_next;
+  t->arena_next += size;
+  return p;
+}
+
+struct scratch_block {
+  struct scratch_block *next;
+  size_t size, used;
+};
+
+void *igprof_scratch_alloc(struct igprof_scratch *s, size_t size)
+{
+  size = (size + ALIGN - 1) & ~(size_t) (ALIGN - 1);
+  struct scratch_block *b = s->head;
+  size_t header = (sizeof *b + ALIGN - 1) & ~(size_t) (ALIGN - 1);
+  if (!b || b->size - b->used < size) {
+    size_t want = size + header > (1u << 20) ? size + header : (1u << 20);
+    want = (want + 4095) & ~(size_t) 4095;
+    b = igprof_pages_alloc(want);
+    if (!b) return NULL;
+    b->size = want;
+    b->used = header;
+    b->next = s->head;
+    s->head = b;
+  }
+  void *p = (char *) b + b->used;
+  b->used += size;
+  return p;
+}
+
+void igprof_scratch_release(struct igprof_scratch *s)
+{
+  while (s->head) {
+    struct scratch_block *b = s->head;
+    s->head = b->next;
+    igprof_pages_free(b, b->size);
+  }
+}

@@ -1,0 +1,328 @@
+/* Internal API of libigprof.so, shared by the core and the profiler modules.
+ *
+ * Everything here is hidden (the library is built with -fvisibility=hidden);
+ * only igprof.h is exported. src/profiler/INTERNALS.md explains how a module
+ * plugs in; this header is the contract.
+ *
+ * Invariants (design.md §3): no libc allocation on any path below (memory
+ * comes from arena.c), no printf family (format.c), and every hook brackets
+ * its work with igprof_enter()/igprof_leave() so that what the profiler does
+ * is never profiled.
+ */
+#ifndef IGPROF_INTERNAL_H
+#define IGPROF_INTERNAL_H
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hook.h"
+
+#define IGPROF_EXPORT __attribute__((visibility("default")))
+#define IGPROF_LIKELY(x) __builtin_expect(!!(x), 1)
+#define IGPROF_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ------------------------------------------------------------------ */
+/* Per-thread state and the re-entrancy guard                          */
+/* ------------------------------------------------------------------ */
+
+struct igprof_node;
+
+/* Lives in initial-exec TLS, so touching it never allocates or takes the
+ * loader lock, in a hook or in a signal handler. */
+struct igprof_thread {
+  int guard;                    /* non-zero while the thread is inside the profiler */
+  int ready;                    /* buffers below allocated */
+  char *arena_next, *arena_end; /* this thread's bump chunk (arena.c) */
+  uintptr_t *walk_pcs;          /* igprof_config.depth + slack entries, innermost first */
+  uintptr_t *cache_pcs;         /* last stack pushed, outermost first */
+  struct igprof_node **cache_nodes;
+  int cache_depth;
+  int walk_capacity;            /* entries in walk_pcs */
+  uint64_t walk_failures;       /* hook walks that never met the caller's frame */
+};
+
+extern __thread struct igprof_thread igprof_tls __attribute__((tls_model("initial-exec")));
+
+/* Try to enter the profiler. Returns 0 (and does nothing) if this thread is
+ * already inside it: the caller must then go straight to the original. */
+static inline int igprof_enter(void)
+{
+  if (igprof_tls.guard) return 0;
+  igprof_tls.guard = 1;
+  atomic_signal_fence(memory_order_seq_cst);
+  return 1;
+}
+
+static inline void igprof_leave(void)
+{
+  atomic_signal_fence(memory_order_seq_cst);
+  igprof_tls.guard = 0;
+}
+
+/* Allocate this thread's walk and cache buffers if not done yet. Call with
+ * the guard held. Returns 0 on success, -1 if memory could not be had. */
+int igprof_thread_prepare(void);
+
+/* ------------------------------------------------------------------ */
+/* Global configuration and state                                      */
+/* ------------------------------------------------------------------ */
+
+#define IGPROF_DEPTH_DEFAULT 256
+#define IGPROF_DEPTH_MAX 65536
+#define IGPROF_PATH_MAX 4096
+
+struct igprof_config {
+  int debug;                          /* -d */
+  int gzip;                           /* -z */
+  int depth;                          /* frames kept per stack */
+  int dump_signal;                    /* -S, 0 if none */
+  int unwind_method;                  /* enum walk_method */
+  char output[IGPROF_PATH_MAX];       /* -o as given ("" = default name) */
+  char dump_flag[IGPROF_PATH_MAX];    /* -D flag file ("" = none) */
+  char target[256];                   /* -t ("" = every process) */
+};
+
+extern struct igprof_config igprof_config;
+
+/* Process-wide run state. */
+struct igprof_state {
+  _Atomic int active;     /* hooks record events; 0 before start and after the final dump */
+  pid_t pid;              /* pid this state belongs to (updated in a forked child) */
+  char program[256];      /* basename of program_invocation_name */
+  char exe[IGPROF_PATH_MAX]; /* /proc/self/exe at start-up */
+  double tick_period;     /* T= in the dump header (0 unless a sampler sets it) */
+};
+
+extern struct igprof_state igprof_state;
+
+/* Is the caller the process whose state this is (not a vfork/clone child
+ * sharing our memory)? */
+int igprof_is_own_process(void);
+
+/* ------------------------------------------------------------------ */
+/* Modules                                                             */
+/* ------------------------------------------------------------------ */
+
+/* A profiler module ("mem", "perf", "trace", ...). Every callback is
+ * optional. Register with IGPROF_MODULE(var) at file scope: the core finds
+ * modules through a linker section, so adding a module means adding its .c
+ * file to the library's sources and nothing else. */
+struct igprof_module {
+  const char *name;  /* token in $IGPROF that enables it: "mem" */
+  /* "name:key" or "name:key=value" token. Return 0, or -1 after writing a
+   * one-line reason into err (capacity errlen). value is NULL without '='. */
+  int (*option)(const char *key, const char *value, char *err, size_t errlen);
+  /* Called once when enabled, after every option was parsed: define
+   * counters, install hooks. Return -1 to disable the module (after saying
+   * why on stderr). */
+  int (*start)(void);
+  void (*thread_start)(void);  /* in a new thread, before its start routine */
+  void (*thread_exit)(void);   /* in an exiting thread (pthread key destructor) */
+  void (*fork_prepare)(void);  /* take this module's locks */
+  void (*fork_parent)(void);   /* release them */
+  void (*fork_child)(void);    /* release/reinitialise them and reset per-process data */
+  void (*before_exec)(void);   /* disarm anything that must not survive exec */
+  void (*exec_failed)(void);   /* exec returned: re-arm */
+  void (*before_final_dump)(void); /* stop producing events (timers off) */
+  int enabled;                 /* set by the core */
+};
+
+#define IGPROF_MODULE(var)                                                        \
+  static struct igprof_module *const igprof_module_entry_##var                    \
+      __attribute__((used, section("igprof_modules"), aligned(sizeof(void *)))) = &var
+
+/* Iterate enabled modules: for (m = igprof_modules_begin(); ...) */
+struct igprof_module *const *igprof_modules_begin(void);
+struct igprof_module *const *igprof_modules_end(void);
+
+/* Install one hook for a module; logs the status with -d and warns on
+ * stderr (even without -d) when `required` and it failed. An
+ * already-hooked function whose existing chain is ours counts as success
+ * (e.g. aligned_alloc and memalign sharing one address).
+ * Returns the chain to call the original, or NULL on failure. */
+void *igprof_hook(const char *module, const char *function, void *replacement, int required);
+
+/* ------------------------------------------------------------------ */
+/* Counters and the call tree                                          */
+/* ------------------------------------------------------------------ */
+
+#define IGPROF_MAX_COUNTERS 8
+
+enum igprof_counter_kind {
+  IGPROF_COUNTER_TICK, /* value += amount; peak = high-water mark of value */
+  IGPROF_COUNTER_MAX,  /* value = max(value, amount); peak stays 0 */
+};
+
+/* Define a counter (in module start only). Counters are written in
+ * definition order. `leaks` asks the dump writer to list the live table's
+ * blocks of each node as ;LK=(addr,size) after this counter.
+ * Returns the counter id, or -1 if too many. */
+int igprof_counter_define(const char *name, enum igprof_counter_kind kind, int leaks);
+int igprof_counter_count(void);
+const char *igprof_counter_name(int id);
+
+struct igprof_counter_value {
+  _Atomic int64_t ticks, value, peak;
+};
+
+/* A call-tree node: one frame of one distinct stack. Created lock-free
+ * (CAS on the parent's child list), never freed. */
+struct igprof_node {
+  uintptr_t pc;                             /* call site, or IGPROF_PC_TRUNCATED */
+  struct igprof_node *parent;
+  struct igprof_node *sibling;              /* immutable once published */
+  _Atomic(struct igprof_node *) children;
+  _Atomic(struct igprof_counter_value *) counters; /* NULL until first tick */
+  void *dump_link;                          /* owned by the dump writer */
+};
+
+/* Synthetic outermost frame of a stack deeper than igprof_config.depth. */
+#define IGPROF_PC_TRUNCATED ((uintptr_t) 1)
+
+struct igprof_node *igprof_tree_root(void);
+
+/* Add ticks/amount to counter `id` of node n (lock-free, any thread). */
+void igprof_counter_add(struct igprof_node *n, int id, int64_t ticks, int64_t amount);
+/* Subtract a released resource (MEM_LIVE on free). */
+void igprof_counter_release(struct igprof_node *n, int id, int64_t ticks, int64_t amount);
+
+/* Push a stack (innermost first, as the walker returns it) into the tree and
+ * return the leaf node. Uses the thread's cache of the previous stack, so a
+ * common prefix costs one compare per frame. Guard must be held. */
+struct igprof_node *igprof_tree_push(const uintptr_t *pcs, int n, int truncated);
+
+/* Walk from a hook (caller_ret = __builtin_return_address(0) of the
+ * replacement) or from a signal context and push: the usual event path.
+ * Guard must be held. Return NULL if no memory. */
+struct igprof_node *igprof_capture_from_hook(void *caller_ret);
+struct igprof_node *igprof_capture_from_signal(const void *ucontext);
+
+/* Zero the counters whose ids are set in mask (bit id), in every node:
+ * a module's fork_child uses it to start the child from zero. */
+void igprof_tree_reset_counters(uint32_t mask);
+
+/* ------------------------------------------------------------------ */
+/* Live table: address -> (node, size), sharded, for MEM_LIVE leaks     */
+/* ------------------------------------------------------------------ */
+
+void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size);
+/* Returns 1 and the record if addr was live, else 0. */
+int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size);
+/* Call fn for every live block, one shard locked at a time. */
+void igprof_live_foreach(void (*fn)(void *arg, uintptr_t addr, struct igprof_node *node, uint64_t size),
+                         void *arg);
+void igprof_live_fork_prepare(void);
+void igprof_live_fork_parent(void);
+void igprof_live_fork_child(void); /* unlock and empty */
+uint64_t igprof_live_count(void);
+
+/* ------------------------------------------------------------------ */
+/* Private memory                                                      */
+/* ------------------------------------------------------------------ */
+
+/* Bump allocation from the calling thread's mmap'd chunk; zeroed, 16-byte
+ * aligned, never freed. Lock-free and async-signal-safe (a signal handler
+ * must not use it while the interrupted code holds the guard). */
+void *igprof_arena_alloc(size_t size);
+
+/* Whole pages straight from mmap (zeroed), and back. NULL on failure. */
+void *igprof_pages_alloc(size_t size);
+void igprof_pages_free(void *p, size_t size);
+
+/* A scratch region for one job (a dump): bump allocation, released at once. */
+struct igprof_scratch {
+  struct scratch_block *head;
+};
+void *igprof_scratch_alloc(struct igprof_scratch *s, size_t size);
+void igprof_scratch_release(struct igprof_scratch *s);
+
+/* ------------------------------------------------------------------ */
+/* Formatting and messages (format.c): no allocation, signal-safe       */
+/* ------------------------------------------------------------------ */
+
+/* snprintf subset: %s %c %d %i %u %x %p %% with l, ll, z modifiers, and
+ * %.*s. Always terminates (cap > 0); returns the length it wanted. */
+size_t igprof_vformat(char *buf, size_t cap, const char *fmt, va_list ap);
+size_t igprof_format(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* "igprof(<pid>): message\n" on fd 2, in one write(). */
+void igprof_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same, only with -d. */
+#define igprof_debug(...) do { if (igprof_config.debug) igprof_warn(__VA_ARGS__); } while (0)
+
+/* Buffered output sink for dumps: plain fd or zlib deflate. */
+struct igprof_out {
+  char *buf;
+  size_t len, cap;
+  int fd;
+  int failed;          /* errno of the first write error, 0 if none */
+  void *zstream;       /* z_stream * when compressing */
+  char *zbuf;
+  size_t zcap;
+};
+void igprof_out_flush(struct igprof_out *o);
+void igprof_out_finish(struct igprof_out *o); /* Z_FINISH when compressing, then flush */
+void igprof_out_bytes(struct igprof_out *o, const char *s, size_t n);
+void igprof_out_str(struct igprof_out *o, const char *s);
+void igprof_out_char(struct igprof_out *o, char c);
+void igprof_out_hex(struct igprof_out *o, uint64_t v);      /* lower-case, no 0x */
+void igprof_out_shex(struct igprof_out *o, int64_t v);      /* '-' then hex if negative */
+void igprof_out_dec(struct igprof_out *o, uint64_t v);
+void igprof_out_name(struct igprof_out *o, const char *s);  /* dump_format.h escape */
+
+/* ------------------------------------------------------------------ */
+/* Signals the profiler owns                                           */
+/* ------------------------------------------------------------------ */
+
+enum igprof_signal_result {
+  IGPROF_SIGNAL_CHAIN, /* now apply the application's disposition of the signal */
+  IGPROF_SIGNAL_DONE,  /* handled; the application does not see it */
+};
+
+/* `app` is the action the application believes is installed. */
+typedef enum igprof_signal_result (*igprof_signal_fn)(int sig, siginfo_t *si, void *uc,
+                                                      const struct sigaction *app);
+
+/* Own signal `sig`: our dispatcher stays installed whatever the application
+ * does; its sigaction() calls are recorded and answered from a shadow table,
+ * and with `unblock` its attempts to block the signal (sigprocmask,
+ * pthread_sigmask) leave it unblocked. Returns 0, or -1 with errno. */
+int igprof_signal_own(int sig, igprof_signal_fn fn, int unblock);
+/* Apply the application's disposition to a signal we received: run its
+ * handler, or for SIG_DFL reset the kernel action and re-raise. */
+void igprof_signal_chain(int sig, siginfo_t *si, void *uc);
+
+/* ------------------------------------------------------------------ */
+/* Dumps                                                               */
+/* ------------------------------------------------------------------ */
+
+enum igprof_dump_kind {
+  IGPROF_DUMP_FINAL,      /* process end: exit, _exit, exec, fatal signal */
+  IGPROF_DUMP_CHECKPOINT, /* -D flag file, -S signal, igprof_dump_now(NULL) */
+};
+
+/* Write a dump. `name` NULL selects the configured name for the kind.
+ * Takes the dump lock; safe to call from any thread with the guard held.
+ * Returns 0 on success. */
+int igprof_dump(enum igprof_dump_kind kind, const char *name, const char *why);
+
+/* The final dump, once per process: marks the profiler inactive first. */
+void igprof_final_dump(const char *why);
+
+void igprof_dump_fork_prepare(void);
+void igprof_dump_fork_parent(void);
+void igprof_dump_fork_child(void);
+
+/* The -D / -S service thread (dumper.c). */
+int igprof_dumper_start(void);
+void igprof_dumper_poke(void); /* async-signal-safe: request a checkpoint dump */
+
+/* Environment without libc's getenv (some programs replace it). */
+const char *igprof_getenv(const char *name);
+
+#endif

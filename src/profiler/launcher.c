@@ -1,0 +1,276 @@
+/* igprof: run a program under libigprof.so.
+ *
+ *   igprof [options] [--] program [args]
+ *
+ * Turns the options into the $IGPROF string (options.h grammar), adds
+ * libigprof.so (found next to this executable: ../lib/igprof/) to
+ * LD_PRELOAD, runs the program as a child and exits with its status, a death
+ * by signal N becoming 128+N as in a shell. Every option error is reported
+ * before anything runs.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "options.h"
+
+#define LIBRARY_RELATIVE "/../lib/igprof/libigprof.so"
+
+static int check_overhead(const char *v)
+{
+  return strcmp(v, "none") == 0 || strcmp(v, "include") == 0 || strcmp(v, "delta") == 0;
+}
+static int check_unwind(const char *v) { return strcmp(v, "fast") == 0 || strcmp(v, "libunwind") == 0; }
+static int check_signal(const char *v) { return igprof_options_signal(v) > 0; }
+static int check_depth(const char *v) { return igprof_options_int(v, 1, 65536) > 0; }
+static int check_hz(const char *v) { return igprof_options_int(v, 1, 100000) > 0; }
+static int check_nonempty(const char *v) { return v[0] != 0; }
+
+/* One row per option. `token` is appended to $IGPROF; in it "%s" stands for
+ * the quoted argument. A row with available = 0 is reserved syntax whose
+ * module is not built yet. Adding an option is adding a row. */
+struct launcher_option {
+  const char *short_opt, *long_opt;
+  const char *arg_name;            /* NULL: takes no argument */
+  const char *token;
+  int (*check)(const char *arg);   /* validates the argument */
+  const char *expect;              /* what a valid argument looks like */
+  int selects_module;
+  int available;
+  const char *help;
+};
+
+static const struct launcher_option options[] = {
+  {"-mp", "--memory-profiler", NULL, "mem", NULL, NULL, 1, 1,
+   "memory profile: MEM_TOTAL, MEM_LIVE (with leaks), MEM_MAX"},
+  {"-mo", "--memory-overhead", "MODE", "mem:overhead=%s", check_overhead, "none, include or delta", 0, 1,
+   "count requested bytes (none, default), usable size (include) or only the overhead (delta)"},
+  {"-pp", "--performance-profiler", NULL, "perf", NULL, NULL, 1, 0,
+   "performance profile: PERF_TICKS (the default when no profiler is chosen)"},
+  {"-pr", "--real-time", NULL, "perf:real", NULL, NULL, 0, 0, "sample wall-clock time"},
+  {"-pu", "--user-time", NULL, "perf:user", NULL, NULL, 0, 0, "sample user CPU time only"},
+  {"-pf", "--sample-rate", "HZ", "perf:hz=%s", check_hz, "a rate in Hz (1..100000)", 0, 0,
+   "sampling rate"},
+  {"-pk", "--keep-on-fork", NULL, "perf:keep", NULL, NULL, 0, 0, "a forked child keeps the parent's samples"},
+  {"-pd", "--disable-on-start", NULL, "perf:nostart", NULL, NULL, 0, 0,
+   "start with sampling off until the program enables it"},
+  {"-o", "--output", "FILE", "igprof:out=%s", check_nonempty, "a file name or |command", 0, 1,
+   "dump file (%p = pid); |command gets the dump on its stdin"},
+  {"-z", "--compress", NULL, "igprof:gzip", NULL, NULL, 0, 1, "gzip the dump (in-process zlib)"},
+  {"-d", "--debug", NULL, "igprof:debug", NULL, NULL, 0, 1, "report what the runtime does on stderr"},
+  {"-t", "--target", "NAME", "igprof:target=%s", check_nonempty, "a non-empty name", 0, 1,
+   "profile only processes whose name contains NAME"},
+  {"-D", "--dump-flag", "FILE", "igprof:dump=%s", check_nonempty, "a file name", 0, 1,
+   "write a checkpoint dump whenever FILE appears (then delete it)"},
+  {"-S", "--dump-signal", "SIGNAL", "igprof:signal=%s", check_signal,
+   "a signal name or number other than KILL, STOP, SEGV, BUS, ABRT, FPE, ILL", 0, 1,
+   "write a checkpoint dump when the process gets SIGNAL"},
+  {NULL, "--unwind", "METHOD", "igprof:unwind=%s", check_unwind, "fast or libunwind", 0, 1,
+   "stack walker"},
+  {NULL, "--depth", "N", "igprof:depth=%s", check_depth, "a number 1..65536", 0, 1,
+   "frames kept per stack (default 256; deeper stacks are marked truncated)"},
+};
+
+#define NOPTIONS (sizeof options / sizeof options[0])
+
+static void usage(FILE *f)
+{
+  fprintf(f, "Usage: igprof [options] [--] program [args...]\n\n"
+             "Profile a program (and the processes it starts) with libigprof.so.\n\nOptions:\n");
+  for (size_t i = 0; i < NOPTIONS; ++i) {
+    const struct launcher_option *o = &options[i];
+    char left[64];
+    snprintf(left, sizeof left, "%s%s%s%s%s", o->short_opt ? o->short_opt : "",
+             o->short_opt && o->long_opt ? ", " : "", o->long_opt ? o->long_opt : "",
+             o->arg_name ? " " : "", o->arg_name ? o->arg_name : "");
+    fprintf(f, "  %-32s %s%s\n", left, o->help, o->available ? "" : " [not implemented yet]");
+  }
+  fprintf(f, "  %-32s %s\n\n", "-h, --help", "show this help");
+  fprintf(f, "Dumps: igprof.<program>.<pid> (.gz with -z) in the current directory, one per\n"
+             "process, written at exit, _exit, exec, fatal signals, and on request.\n"
+             "Exit status: the program's; 128+N if it died from signal N; 127 if not found.\n"
+             "Read them with igprof-analyse. See docs/running.md.\n");
+}
+
+static void die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void die(int status, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "igprof: ");
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(status);
+}
+
+static const struct launcher_option *find_option(const char *arg)
+{
+  for (size_t i = 0; i < NOPTIONS; ++i)
+    if ((options[i].short_opt && strcmp(arg, options[i].short_opt) == 0) ||
+        (options[i].long_opt && strcmp(arg, options[i].long_opt) == 0))
+      return &options[i];
+  return NULL;
+}
+
+/* Append a token to the $IGPROF text, substituting the quoted argument. */
+static void append_token(char **text, size_t *len, const char *token, const char *arg)
+{
+  char quoted[8192];
+  if (arg) igprof_options_quote(quoted, sizeof quoted, arg);
+  size_t need = strlen(token) + (arg ? strlen(quoted) : 0) + 2;
+  *text = realloc(*text, *len + need + 1);
+  if (!*text) die(2, "out of memory");
+  if (*len) (*text)[(*len)++] = ' ';
+  const char *pct = strstr(token, "%s");
+  if (pct && arg) {
+    *len += (size_t) sprintf(*text + *len, "%.*s%s%s", (int) (pct - token), token, quoted, pct + 2);
+  } else {
+    *len += (size_t) sprintf(*text + *len, "%s", token);
+  }
+}
+
+/* Where the shell would find `prog`; exits 126/127 like a shell if nowhere. */
+static char *resolve_program(const char *prog)
+{
+  struct stat st;
+  if (strchr(prog, '/')) {
+    if (stat(prog, &st) != 0) die(127, "%s: %s", prog, strerror(errno));
+    if (S_ISDIR(st.st_mode)) die(126, "%s: %s", prog, "Is a directory");
+    if (access(prog, X_OK) != 0) die(126, "%s: %s", prog, strerror(errno));
+    return strdup(prog);
+  }
+  const char *path = getenv("PATH");
+  if (!path) path = "/usr/local/bin:/usr/bin:/bin";
+  char *denied = NULL;
+  for (const char *p = path;; ) {
+    const char *colon = strchr(p, ':');
+    size_t n = colon ? (size_t) (colon - p) : strlen(p);
+    char *cand;
+    if (asprintf(&cand, "%.*s%s%s", (int) n, p, n ? "/" : "", prog) < 0) die(2, "out of memory");
+    if (stat(cand, &st) == 0 && !S_ISDIR(st.st_mode)) {
+      if (access(cand, X_OK) == 0) { free(denied); return cand; }
+      if (!denied) denied = strdup(cand);
+    }
+    free(cand);
+    if (!colon) break;
+    p = colon + 1;
+  }
+  if (denied) die(126, "%s: %s", denied, "Permission denied");
+  die(127, "%s: %s", prog, "command not found");
+}
+
+static char *library_path(void)
+{
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) die(2, "cannot read /proc/self/exe");
+  self[n] = 0;
+  char *slash = strrchr(self, '/');
+  *slash = 0;
+  char *lib;
+  if (asprintf(&lib, "%s%s", self, LIBRARY_RELATIVE) < 0) die(2, "out of memory");
+  char *real = realpath(lib, NULL);
+  if (!real) die(2, "cannot find the runtime library %s: %s", lib, strerror(errno));
+  free(lib);
+  return real;
+}
+
+static pid_t child_pid;
+
+static void forward(int sig)
+{
+  if (child_pid > 0) kill(child_pid, sig);
+}
+
+int main(int argc, char **argv)
+{
+  char *text = NULL;
+  size_t len = 0;
+  int modules = 0, i;
+  const char *output = NULL;
+
+  for (i = 1; i < argc; ++i) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "--") == 0) { ++i; break; }
+    if (arg[0] != '-' || !arg[1]) break;
+    if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) { usage(stdout); return 0; }
+    const struct launcher_option *o = find_option(arg);
+    if (!o) die(2, "unknown option '%s' (see igprof --help)", arg);
+    if (!o->available)
+      die(2, "%s: %s is not implemented yet", arg, o->help);
+    const char *value = NULL;
+    if (o->arg_name) {
+      if (i + 1 >= argc) die(2, "%s needs an argument (%s)", arg, o->expect);
+      value = argv[++i];
+      if (o->check && !o->check(value)) die(2, "%s: bad argument, expected %s", arg, o->expect);
+    }
+    if (o->token && strncmp(o->token, "igprof:out=", 11) == 0) output = value;
+    append_token(&text, &len, o->token, value);
+    modules += o->selects_module;
+  }
+  if (i >= argc) {
+    fprintf(stderr, "igprof: no program to run\n");
+    usage(stderr);
+    return 2;
+  }
+  if (!modules) {
+    const struct launcher_option *pp = find_option("-pp");
+    if (!pp->available) die(2, "no profiler chosen and the default (-pp) is not implemented yet: use -mp");
+    append_token(&text, &len, pp->token, NULL);
+  }
+  char *lib = library_path();
+  char *program = resolve_program(argv[i]);
+
+  /* -o FILE names this run's result: an old file of that name is stale.
+   * (Dumps never replace files, so it must go before the run.) */
+  if (output && output[0] != '|' && !strstr(output, "%p")) unlink(output);
+
+  if (setenv("IGPROF", text, 1) != 0) die(2, "cannot set IGPROF");
+  const char *pre = getenv("LD_PRELOAD");
+  if (!pre || !strstr(pre, lib)) {
+    char *joined;
+    if (asprintf(&joined, "%s%s%s", pre && *pre ? pre : "", pre && *pre ? ":" : "", lib) < 0)
+      die(2, "out of memory");
+    setenv("LD_PRELOAD", joined, 1);
+    free(joined);
+  }
+
+  fflush(NULL);
+  child_pid = fork();
+  if (child_pid < 0) die(2, "cannot fork: %s", strerror(errno));
+  if (child_pid == 0) {
+    execv(program, argv + i);
+    if (errno == ENOEXEC) {
+      /* A script without #!: shells run it with sh. */
+      int n = argc - i;
+      char **args = calloc((size_t) n + 2, sizeof *args);
+      args[0] = "sh";
+      args[1] = program;
+      for (int k = 1; k < n; ++k) args[k + 1] = argv[i + k];
+      execv("/bin/sh", args);
+    }
+    fprintf(stderr, "igprof: %s: %s\n", argv[i], strerror(errno));
+    _exit(errno == ENOENT ? 127 : 126);
+  }
+  /* The terminal sends INT/QUIT to the whole group; others are passed on. */
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  static const int passed[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGWINCH, SIGCONT};
+  for (size_t k = 0; k < sizeof passed / sizeof passed[0]; ++k) signal(passed[k], forward);
+  int status;
+  while (waitpid(child_pid, &status, 0) < 0) {
+    if (errno != EINTR) die(2, "waitpid: %s", strerror(errno));
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 2;
+}

@@ -1,0 +1,173 @@
+/* The live table: address -> (node, size) for every block still allocated,
+ * the source of MEM_LIVE's frees and of the ;LK leak lists.
+ *
+ * Split into 256 shards by address hash, each an open-addressed table with
+ * linear probing and backward-shift deletion (no tombstones, so lookups stay
+ * short however many blocks come and go) behind its own spinlock. A malloc
+ * and a free on different threads meet on one shard only if their addresses
+ * hash together; growing doubles one shard under its own lock while the
+ * other 255 carry on, so there is never a stop-the-world rehash.
+ */
+#include "internal.h"
+
+#include <sched.h>
+#include <string.h>
+
+#define SHARD_BITS 8
+#define SHARD_COUNT (1u << SHARD_BITS)
+#define SHARD_INITIAL 512u
+
+struct live_entry {
+  uintptr_t addr; /* 0 = empty */
+  struct igprof_node *node;
+  uint64_t size;
+};
+
+struct live_shard {
+  atomic_flag lock;
+  uint32_t mask;   /* capacity - 1, 0 before the first insert */
+  uint32_t count;
+  struct live_entry *slots;
+  char pad[64 - sizeof(atomic_flag) - 2 * sizeof(uint32_t) - sizeof(void *)];
+} __attribute__((aligned(64)));
+
+static struct live_shard shards[SHARD_COUNT];
+
+static inline uint64_t hash_addr(uintptr_t addr)
+{
+  return (uint64_t) (addr >> 4) * 0x9e3779b97f4a7c15ull;
+}
+
+static inline struct live_shard *shard_of(uint64_t h) { return &shards[h >> (64 - SHARD_BITS)]; }
+
+static void shard_lock(struct live_shard *s)
+{
+  int spins = 0;
+  while (atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire)) {
+    if (++spins > 64) { sched_yield(); spins = 0; }
+    else __builtin_ia32_pause();
+  }
+}
+
+static void shard_unlock(struct live_shard *s)
+{
+  atomic_flag_clear_explicit(&s->lock, memory_order_release);
+}
+
+static inline uint32_t slot_of(uint64_t h, uint32_t mask) { return (uint32_t) h & mask; }
+
+static void place(struct live_entry *slots, uint32_t mask, const struct live_entry *e)
+{
+  uint32_t i = slot_of(hash_addr(e->addr), mask);
+  while (slots[i].addr) i = (i + 1) & mask;
+  slots[i] = *e;
+}
+
+/* Double the shard (or create it). Returns -1 if no memory: the block then
+ * goes unrecorded rather than the application failing. */
+static int shard_grow(struct live_shard *s)
+{
+  uint32_t cap = s->mask ? (s->mask + 1) * 2 : SHARD_INITIAL;
+  struct live_entry *fresh = igprof_pages_alloc(sizeof *fresh * cap);
+  if (!fresh) return -1;
+  if (s->mask)
+    for (uint32_t i = 0; i <= s->mask; ++i)
+      if (s->slots[i].addr) place(fresh, cap - 1, &s->slots[i]);
+  if (s->slots) igprof_pages_free(s->slots, sizeof *s->slots * (s->mask + 1));
+  s->slots = fresh;
+  s->mask = cap - 1;
+  return 0;
+}
+
+void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size)
+{
+  uint64_t h = hash_addr(addr);
+  struct live_shard *s = shard_of(h);
+  shard_lock(s);
+  if ((s->count + 1) * 4 > (s->mask + 1) * 3 || !s->mask) {
+    if (shard_grow(s) != 0) { shard_unlock(s); return; }
+  }
+  uint32_t i = slot_of(h, s->mask);
+  while (s->slots[i].addr && s->slots[i].addr != addr) i = (i + 1) & s->mask;
+  if (!s->slots[i].addr) s->count++;
+  /* An address already present means its free was never seen (e.g. freed
+   * through a path we do not hook): the newer block replaces it. */
+  s->slots[i] = (struct live_entry){addr, node, size};
+  shard_unlock(s);
+}
+
+int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size)
+{
+  uint64_t h = hash_addr(addr);
+  struct live_shard *s = shard_of(h);
+  shard_lock(s);
+  if (!s->mask) { shard_unlock(s); return 0; }
+  uint32_t mask = s->mask, i = slot_of(h, mask);
+  while (s->slots[i].addr != addr) {
+    if (!s->slots[i].addr) { shard_unlock(s); return 0; }
+    i = (i + 1) & mask;
+  }
+  *node = s->slots[i].node;
+  *size = s->slots[i].size;
+  /* Backward-shift deletion: pull later members of the probe run into the
+   * hole when their home slot does not lie cyclically within (hole, j]. */
+  uint32_t hole = i, j = i;
+  for (;;) {
+    j = (j + 1) & mask;
+    if (!s->slots[j].addr) break;
+    uint32_t home = slot_of(hash_addr(s->slots[j].addr), mask);
+    int movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
+    if (movable) {
+      s->slots[hole] = s->slots[j];
+      hole = j;
+    }
+  }
+  s->slots[hole].addr = 0;
+  s->count--;
+  shard_unlock(s);
+  return 1;
+}
+
+void igprof_live_foreach(void (*fn)(void *arg, uintptr_t addr, struct igprof_node *node, uint64_t size),
+                         void *arg)
+{
+  for (unsigned k = 0; k < SHARD_COUNT; ++k) {
+    struct live_shard *s = &shards[k];
+    shard_lock(s);
+    if (s->mask)
+      for (uint32_t i = 0; i <= s->mask; ++i)
+        if (s->slots[i].addr) fn(arg, s->slots[i].addr, s->slots[i].node, s->slots[i].size);
+    shard_unlock(s);
+  }
+}
+
+uint64_t igprof_live_count(void)
+{
+  uint64_t n = 0;
+  for (unsigned k = 0; k < SHARD_COUNT; ++k) n += __atomic_load_n(&shards[k].count, __ATOMIC_RELAXED);
+  return n;
+}
+
+void igprof_live_fork_prepare(void)
+{
+  for (unsigned k = 0; k < SHARD_COUNT; ++k) shard_lock(&shards[k]);
+}
+
+void igprof_live_fork_parent(void)
+{
+  for (unsigned k = 0; k < SHARD_COUNT; ++k) shard_unlock(&shards[k]);
+}
+
+/* The child starts with an empty table: blocks inherited from the parent
+ * are not the child's allocations, and their frees are ignored. */
+void igprof_live_fork_child(void)
+{
+  for (unsigned k = 0; k < SHARD_COUNT; ++k) {
+    struct live_shard *s = &shards[k];
+    if (s->slots) igprof_pages_free(s->slots, sizeof *s->slots * (s->mask + 1));
+    s->slots = NULL;
+    s->mask = 0;
+    s->count = 0;
+    shard_unlock(s);
+  }
+}

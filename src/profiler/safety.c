@@ -1,0 +1,275 @@
+/* Process-level safety hooks (design.md §3.4, §3.5): every way a process
+ * ends writes its dump, a forked child gets its own, threads get their
+ * state, exec leaves nothing armed behind, libraries loaded later are seen.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "walk.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+void igprof_signals_before_exec(void);
+void igprof_signals_exec_failed(void);
+int igprof_signals_start(void);
+
+#define FOR_EACH_MODULE(m)                                                              \
+  for (struct igprof_module *const *m##_it = igprof_modules_begin(), *m;                \
+       m##_it < igprof_modules_end() && ((m = *m##_it), 1); ++m##_it)                   \
+    if (m && m->enabled)
+
+/* ---------------------------------------------------------------- */
+/* Process end                                                       */
+/* ---------------------------------------------------------------- */
+
+static void (*real__exit)(int);
+
+static void at_exit(void)
+{
+  igprof_tls.guard = 1;
+  igprof_final_dump("exit");
+}
+
+static void hook__exit(int status)
+{
+  /* A vfork/posix_spawn child shares our memory: it must not dump. */
+  if (igprof_is_own_process() && igprof_enter()) igprof_final_dump("_exit");
+  real__exit(status);
+  __builtin_unreachable();
+}
+
+static enum igprof_signal_result on_fatal_signal(int sig, siginfo_t *si, void *uc,
+                                                 const struct sigaction *app)
+{
+  (void) si;
+  (void) uc;
+  /* The application's handler decides; if it ends the process through
+   * exit/_exit/abort we dump there. A fault inside the profiler itself
+   * (guard held) must not re-enter it. */
+  if (app->sa_handler != SIG_DFL && app->sa_handler != SIG_IGN) return IGPROF_SIGNAL_CHAIN;
+  if (igprof_enter()) {
+    igprof_final_dump(sigabbrev_np(sig) ? sigabbrev_np(sig) : "fatal signal");
+    /* keep the guard: the process is about to die */
+  }
+  return IGPROF_SIGNAL_CHAIN;
+}
+
+/* ---------------------------------------------------------------- */
+/* exec                                                              */
+/* ---------------------------------------------------------------- */
+
+static int (*real_execve)(const char *, char *const[], char *const[]);
+static int (*real_execveat)(int, const char *, char *const[], char *const[], int);
+
+static int exec_prepare(void)
+{
+  if (!igprof_is_own_process() || !atomic_load(&igprof_state.active) || !igprof_enter()) return 0;
+  FOR_EACH_MODULE(m) if (m->before_exec) m->before_exec();
+  igprof_final_dump("exec");
+  igprof_signals_before_exec();
+  return 1;
+}
+
+static void exec_failed(int prepared)
+{
+  if (!prepared) return;
+  int saved = errno;
+  igprof_signals_exec_failed();
+  FOR_EACH_MODULE(m) if (m->exec_failed) m->exec_failed();
+  atomic_store(&igprof_state.active, 1);
+  igprof_debug("exec failed (errno %d); profiling goes on", saved);
+  igprof_leave();
+  errno = saved;
+}
+
+static int hook_execve(const char *path, char *const argv[], char *const envp[])
+{
+  int prepared = exec_prepare();
+  int rc = real_execve(path, argv, envp);
+  exec_failed(prepared);
+  return rc;
+}
+
+static int hook_execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
+{
+  int prepared = exec_prepare();
+  int rc = real_execveat(dirfd, path, argv, envp, flags);
+  exec_failed(prepared);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- */
+/* fork                                                              */
+/* ---------------------------------------------------------------- */
+
+int igprof_dumper_fork_child(void);
+
+static int fork_entered;
+
+static void fork_prepare(void)
+{
+  fork_entered = igprof_enter();
+  /* Reverse order of the child/parent handlers. */
+  struct igprof_module *const *b = igprof_modules_begin(), *const *e = igprof_modules_end();
+  for (struct igprof_module *const *m = e; m-- > b;)
+    if (*m && (*m)->enabled && (*m)->fork_prepare) (*m)->fork_prepare();
+  igprof_dump_fork_prepare();
+  igprof_live_fork_prepare();
+}
+
+static void fork_parent(void)
+{
+  igprof_live_fork_parent();
+  igprof_dump_fork_parent();
+  FOR_EACH_MODULE(m) if (m->fork_parent) m->fork_parent();
+  if (fork_entered) igprof_leave();
+}
+
+static void fork_child(void)
+{
+  igprof_state.pid = (pid_t) syscall(SYS_getpid);
+  igprof_live_fork_child();
+  igprof_dump_fork_child();
+  FOR_EACH_MODULE(m) if (m->fork_child) m->fork_child();
+  igprof_dumper_fork_child();
+  igprof_debug("forked child of %s: profiling on its own", igprof_state.program);
+  if (fork_entered) igprof_leave();
+}
+
+/* ---------------------------------------------------------------- */
+/* Threads                                                           */
+/* ---------------------------------------------------------------- */
+
+static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+static pthread_key_t thread_key;
+
+struct thread_start {
+  void *(*fn)(void *);
+  void *arg;
+  struct thread_start *next;
+};
+
+static struct thread_start *_Atomic start_free;
+static atomic_flag start_lock = ATOMIC_FLAG_INIT;
+
+static struct thread_start *start_get(void)
+{
+  while (atomic_flag_test_and_set(&start_lock)) sched_yield();
+  struct thread_start *s = start_free;
+  if (s) start_free = s->next;
+  atomic_flag_clear(&start_lock);
+  return s ? s : igprof_arena_alloc(sizeof *s);
+}
+
+static void start_put(struct thread_start *s)
+{
+  while (atomic_flag_test_and_set(&start_lock)) sched_yield();
+  s->next = start_free;
+  start_free = s;
+  atomic_flag_clear(&start_lock);
+}
+
+static void thread_exit(void *value)
+{
+  (void) value;
+  int entered = igprof_enter();
+  FOR_EACH_MODULE(m) if (m->thread_exit) m->thread_exit();
+  if (entered) igprof_leave();
+}
+
+static void *thread_trampoline(void *p)
+{
+  struct thread_start *s = p;
+  void *(*fn)(void *) = s->fn;
+  void *arg = s->arg;
+  igprof_tls.guard = 1;
+  start_put(s);
+  igprof_thread_prepare();
+  igprof_walk_thread_init();
+  pthread_setspecific(thread_key, (void *) 1);
+  FOR_EACH_MODULE(m) if (m->thread_start) m->thread_start();
+  igprof_tls.guard = 0;
+  return fn(arg);
+}
+
+static int hook_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+  if (!atomic_load(&igprof_state.active) || !igprof_enter())
+    return real_pthread_create(t, attr, fn, arg);
+  struct thread_start *s = start_get();
+  igprof_leave();
+  if (!s) return real_pthread_create(t, attr, fn, arg);
+  s->fn = fn;
+  s->arg = arg;
+  int rc = real_pthread_create(t, attr, thread_trampoline, s);
+  if (rc != 0) start_put(s);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- */
+/* dlopen / dlclose                                                  */
+/* ---------------------------------------------------------------- */
+
+static void *(*real_dlopen)(const char *, int);
+static int (*real_dlclose)(void *);
+
+static void *hook_dlopen(const char *file, int flags)
+{
+  void *h = real_dlopen(file, flags);
+  if (h && atomic_load(&igprof_state.active) && igprof_enter()) {
+    igprof_walk_modules_changed();
+    igprof_debug("dlopen %s", file ? file : "(main program)");
+    igprof_leave();
+  }
+  return h;
+}
+
+static int hook_dlclose(void *h)
+{
+  int rc = real_dlclose(h);
+  if (atomic_load(&igprof_state.active) && igprof_enter()) {
+    igprof_walk_modules_changed();
+    igprof_leave();
+  }
+  return rc;
+}
+
+/* ---------------------------------------------------------------- */
+/* Start                                                             */
+/* ---------------------------------------------------------------- */
+
+int igprof_safety_start(void)
+{
+  static const int fatal[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
+  pthread_key_create(&thread_key, thread_exit);
+  pthread_setspecific(thread_key, (void *) 1);
+  atexit(at_exit);
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+
+  real__exit = igprof_hook("core", "_exit", (void *) hook__exit, 1);
+  if (!real__exit) real__exit = _exit;
+  /* glibc's _Exit is the same function as _exit: one hook serves both. */
+  void *e = igprof_hook("core", "_Exit", (void *) hook__exit, 0);
+  (void) e;
+  real_execve = igprof_hook("core", "execve", (void *) hook_execve, 1);
+  if (!real_execve) real_execve = execve;
+  real_execveat = igprof_hook("core", "execveat", (void *) hook_execveat, 0);
+  if (!real_execveat) real_execveat = execveat;
+  real_pthread_create = igprof_hook("core", "pthread_create", (void *) hook_pthread_create, 1);
+  if (!real_pthread_create) real_pthread_create = pthread_create;
+  real_dlopen = igprof_hook("core", "dlopen", (void *) hook_dlopen, 0);
+  if (!real_dlopen) real_dlopen = dlopen;
+  real_dlclose = igprof_hook("core", "dlclose", (void *) hook_dlclose, 0);
+  if (!real_dlclose) real_dlclose = dlclose;
+
+  igprof_signals_start();
+  for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; ++i)
+    if (igprof_signal_own(fatal[i], on_fatal_signal, 0) != 0)
+      igprof_warn("cannot watch signal %d: errno %d", fatal[i], errno);
+  return igprof_dumper_start();
+}

@@ -1,0 +1,189 @@
+/* Signals the profiler owns: the fatal ones (dump before dying), the -S dump
+ * signal, and whatever a sampler module claims.
+ *
+ * The kernel action of an owned signal is always our dispatcher. What the
+ * application installs with sigaction()/signal() goes into a shadow table
+ * and is what it reads back, so it sees exactly the behaviour it asked for:
+ * after the owner's callback, the dispatcher runs the application's handler
+ * (with its mask and flags, which we copy into the kernel action), or applies
+ * the default action by resetting to SIG_DFL and re-raising, so death by a
+ * signal still is death by that signal, with its core dump.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+struct owned_signal {
+  igprof_signal_fn fn;
+  int owned, unblock;
+  struct sigaction app;
+};
+
+static struct owned_signal owned[NSIG];
+static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
+static int (*real_sigprocmask)(int, const sigset_t *, sigset_t *);
+static int (*real_pthread_sigmask)(int, const sigset_t *, sigset_t *);
+static int any_unblock;
+
+static int call_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+  if (real_sigaction) return real_sigaction(sig, act, old);
+  return sigaction(sig, act, old);
+}
+
+static int is_app_handler(const struct sigaction *a)
+{
+  return a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN;
+}
+
+static void dispatcher(int sig, siginfo_t *si, void *uc)
+{
+  int saved = errno;
+  struct owned_signal *o = &owned[sig];
+  enum igprof_signal_result r = o->fn ? o->fn(sig, si, uc, &o->app) : IGPROF_SIGNAL_CHAIN;
+  if (r == IGPROF_SIGNAL_CHAIN) igprof_signal_chain(sig, si, uc);
+  errno = saved;
+}
+
+static int default_is_ignore(int sig)
+{
+  return sig == SIGCHLD || sig == SIGURG || sig == SIGWINCH || sig == SIGCONT;
+}
+
+static int is_fault(int sig) {
+  return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGTRAP;
+}
+
+static struct sigaction kernel_action(const struct sigaction *app)
+{
+  struct sigaction k;
+  memset(&k, 0, sizeof k);
+  k.sa_sigaction = dispatcher;
+  k.sa_mask = app->sa_mask;
+  k.sa_flags = SA_SIGINFO | SA_ONSTACK | (app->sa_flags & (SA_NODEFER | SA_RESTART));
+  if (!is_app_handler(app)) k.sa_flags |= SA_RESTART; /* our own use must not cause EINTR */
+  return k;
+}
+
+void igprof_signal_chain(int sig, siginfo_t *si, void *uc)
+{
+  struct sigaction *a = &owned[sig].app;
+  if (is_app_handler(a)) {
+    struct sigaction run = *a;
+    if (a->sa_flags & SA_RESETHAND) {
+      memset(&a->sa_mask, 0, sizeof a->sa_mask);
+      a->sa_handler = SIG_DFL;
+      a->sa_flags = 0;
+    }
+    if (run.sa_flags & SA_SIGINFO) run.sa_sigaction(sig, si, uc);
+    else run.sa_handler(sig);
+    return;
+  }
+  /* A fault the kernel raised cannot be ignored: it kills like SIG_DFL. */
+  int kernel_fault = is_fault(sig) && si && si->si_code > 0;
+  if (a->sa_handler == SIG_IGN && !kernel_fault) return;
+  if (default_is_ignore(sig)) return;
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  call_sigaction(sig, &dfl, NULL);
+  /* Pending until this handler returns, then the default action runs with
+   * the very same signal. */
+  syscall(SYS_tgkill, (pid_t) syscall(SYS_getpid), (pid_t) syscall(SYS_gettid), sig);
+}
+
+int igprof_signal_own(int sig, igprof_signal_fn fn, int unblock)
+{
+  if (sig <= 0 || sig >= NSIG) { errno = EINVAL; return -1; }
+  struct owned_signal *o = &owned[sig];
+  if (!o->owned && call_sigaction(sig, NULL, &o->app) != 0) return -1;
+  o->fn = fn;
+  o->unblock = unblock;
+  if (unblock) any_unblock = 1;
+  struct sigaction k = kernel_action(&o->app);
+  if (call_sigaction(sig, &k, NULL) != 0) return -1;
+  o->owned = 1;
+  if (unblock) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    if (real_pthread_sigmask) real_pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    else pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+  }
+  return 0;
+}
+
+/* Before exec: the new image must find the dispositions the application
+ * set (ignored stays ignored), not our dispatcher. */
+void igprof_signals_before_exec(void)
+{
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (!owned[sig].owned) continue;
+    struct sigaction a = owned[sig].app;
+    if (is_app_handler(&a)) continue; /* exec resets handlers anyway */
+    call_sigaction(sig, &a, NULL);
+  }
+}
+
+void igprof_signals_exec_failed(void)
+{
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (!owned[sig].owned) continue;
+    struct sigaction k = kernel_action(&owned[sig].app);
+    call_sigaction(sig, &k, NULL);
+  }
+}
+
+/* ---------------------------------------------------------------- */
+/* Hooks                                                             */
+/* ---------------------------------------------------------------- */
+
+static int hook_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+  if (sig <= 0 || sig >= NSIG || !owned[sig].owned || !atomic_load(&igprof_state.active))
+    return real_sigaction(sig, act, old);
+  struct owned_signal *o = &owned[sig];
+  struct sigaction prev = o->app;
+  if (act) {
+    struct sigaction k = kernel_action(act);
+    if (real_sigaction(sig, &k, NULL) != 0) return -1;
+    o->app = *act;
+  }
+  if (old) *old = prev;
+  return 0;
+}
+
+static const sigset_t *filter_mask(int how, const sigset_t *set, sigset_t *copy)
+{
+  if (!any_unblock || !set || how == SIG_UNBLOCK || !atomic_load(&igprof_state.active)) return set;
+  *copy = *set;
+  for (int sig = 1; sig < NSIG; ++sig)
+    if (owned[sig].owned && owned[sig].unblock) sigdelset(copy, sig);
+  return copy;
+}
+
+static int hook_sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+  sigset_t copy;
+  return real_sigprocmask(how, filter_mask(how, set, &copy), old);
+}
+
+static int hook_pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+  sigset_t copy;
+  return real_pthread_sigmask(how, filter_mask(how, set, &copy), old);
+}
+
+int igprof_signals_start(void)
+{
+  real_sigaction = igprof_hook("core", "sigaction", (void *) hook_sigaction, 1);
+  real_sigprocmask = igprof_hook("core", "sigprocmask", (void *) hook_sigprocmask, 0);
+  real_pthread_sigmask = igprof_hook("core", "pthread_sigmask", (void *) hook_pthread_sigmask, 0);
+  if (!real_sigprocmask) real_sigprocmask = sigprocmask;
+  if (!real_pthread_sigmask) real_pthread_sigmask = pthread_sigmask;
+  return real_sigaction ? 0 : -1;
+}

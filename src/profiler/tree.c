@@ -1,0 +1,170 @@
+/* The call tree shared by every counter (design.md §6).
+ *
+ * A node is one frame of one distinct stack, keyed by (parent, pc). Children
+ * hang off their parent in a singly linked list that only ever grows at its
+ * head by compare-and-swap, so readers (other pushers, the dump writer) walk
+ * it without a lock and a node, once published, never moves or dies.
+ * Counters are per node, allocated on the first tick, updated with atomics.
+ *
+ * The push cost that matters is the per-thread cache: consecutive events in
+ * a thread share most of their stack, and the shared outer part is matched
+ * against the previous push frame by frame without touching the tree.
+ */
+#include "internal.h"
+#include "walk.h"
+
+struct counter_def {
+  const char *name;
+  enum igprof_counter_kind kind;
+  int leaks;
+};
+
+static struct counter_def counters[IGPROF_MAX_COUNTERS];
+static int counter_count;
+static struct igprof_node root;
+
+int igprof_counter_define(const char *name, enum igprof_counter_kind kind, int leaks)
+{
+  if (counter_count == IGPROF_MAX_COUNTERS) return -1;
+  counters[counter_count] = (struct counter_def){name, kind, leaks};
+  return counter_count++;
+}
+
+int igprof_counter_count(void) { return counter_count; }
+const char *igprof_counter_name(int id) { return counters[id].name; }
+int igprof_counter_has_leaks(int id) { return counters[id].leaks; }
+
+struct igprof_node *igprof_tree_root(void) { return &root; }
+
+static struct igprof_counter_value *node_counters(struct igprof_node *n)
+{
+  struct igprof_counter_value *c = atomic_load_explicit(&n->counters, memory_order_acquire);
+  if (IGPROF_LIKELY(c)) return c;
+  struct igprof_counter_value *fresh = igprof_arena_alloc(sizeof *fresh * IGPROF_MAX_COUNTERS);
+  if (!fresh) return NULL;
+  /* Losing the race wastes a little arena, never a count. */
+  if (atomic_compare_exchange_strong_explicit(&n->counters, &c, fresh, memory_order_acq_rel,
+                                              memory_order_acquire))
+    return fresh;
+  return c;
+}
+
+static void atomic_max(_Atomic int64_t *slot, int64_t v)
+{
+  int64_t cur = atomic_load_explicit(slot, memory_order_relaxed);
+  while (cur < v && !atomic_compare_exchange_weak_explicit(slot, &cur, v, memory_order_relaxed,
+                                                           memory_order_relaxed))
+    ;
+}
+
+void igprof_counter_add(struct igprof_node *n, int id, int64_t ticks, int64_t amount)
+{
+  struct igprof_counter_value *c = node_counters(n);
+  if (!c) return;
+  c += id;
+  atomic_fetch_add_explicit(&c->ticks, ticks, memory_order_relaxed);
+  if (counters[id].kind == IGPROF_COUNTER_MAX) {
+    atomic_max(&c->value, amount);
+  } else {
+    int64_t now = atomic_fetch_add_explicit(&c->value, amount, memory_order_relaxed) + amount;
+    atomic_max(&c->peak, now);
+  }
+}
+
+void igprof_counter_release(struct igprof_node *n, int id, int64_t ticks, int64_t amount)
+{
+  struct igprof_counter_value *c = atomic_load_explicit(&n->counters, memory_order_acquire);
+  if (!c) return;
+  c += id;
+  atomic_fetch_sub_explicit(&c->ticks, ticks, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&c->value, amount, memory_order_relaxed);
+}
+
+/* Find or create parent's child for pc. */
+static struct igprof_node *child(struct igprof_node *parent, uintptr_t pc)
+{
+  struct igprof_node *head = atomic_load_explicit(&parent->children, memory_order_acquire);
+  for (struct igprof_node *c = head; c; c = c->sibling)
+    if (c->pc == pc) return c;
+  struct igprof_node *fresh = igprof_arena_alloc(sizeof *fresh);
+  if (!fresh) return NULL;
+  fresh->pc = pc;
+  fresh->parent = parent;
+  for (;;) {
+    fresh->sibling = head;
+    if (atomic_compare_exchange_weak_explicit(&parent->children, &head, fresh, memory_order_release,
+                                              memory_order_acquire))
+      return fresh;
+    /* Someone else inserted: only the part ahead of our old head is new. */
+    for (struct igprof_node *c = head; c && c != fresh->sibling; c = c->sibling)
+      if (c->pc == pc) return c; /* our fresh node is abandoned in the arena */
+  }
+}
+
+struct igprof_node *igprof_tree_push(const uintptr_t *pcs, int n, int truncated)
+{
+  struct igprof_thread *t = &igprof_tls;
+  int total = n + (truncated ? 1 : 0);
+  int i = 0;
+  struct igprof_node *node = &root;
+
+  /* Frame i counted from the outside: the truncation marker, then pcs[n-1]. */
+#define FRAME(i) (truncated ? ((i) == 0 ? IGPROF_PC_TRUNCATED : pcs[n - (i)]) : pcs[n - 1 - (i)])
+  while (i < total && i < t->cache_depth && t->cache_pcs[i] == FRAME(i)) {
+    node = t->cache_nodes[i];
+    ++i;
+  }
+  for (; i < total; ++i) {
+    uintptr_t pc = FRAME(i);
+    node = child(node, pc);
+    if (!node) {
+      t->cache_depth = i;
+      return NULL;
+    }
+    t->cache_pcs[i] = pc;
+    t->cache_nodes[i] = node;
+  }
+#undef FRAME
+  t->cache_depth = total;
+  return node;
+}
+
+struct igprof_node *igprof_capture_from_hook(void *caller_ret)
+{
+  struct igprof_thread *t = &igprof_tls;
+  int truncated = 0;
+  if (IGPROF_UNLIKELY(!t->ready) && igprof_thread_prepare() != 0) return NULL;
+  int n = igprof_walk_from_hook(t->walk_pcs, igprof_config.depth, caller_ret, &truncated);
+  return igprof_tree_push(t->walk_pcs, n, truncated);
+}
+
+struct igprof_node *igprof_capture_from_signal(const void *uc)
+{
+  struct igprof_thread *t = &igprof_tls;
+  int truncated = 0;
+  if (IGPROF_UNLIKELY(!t->ready)) return NULL; /* buffers are set up outside signal context */
+  int n = igprof_walk_from_signal(t->walk_pcs, igprof_config.depth, uc, &truncated);
+  return igprof_tree_push(t->walk_pcs, n, truncated);
+}
+
+/* Iterative pre-order walk; the tree may be deeper than any C stack. */
+void igprof_tree_reset_counters(uint32_t mask)
+{
+  struct igprof_node *n = atomic_load(&root.children);
+  while (n) {
+    struct igprof_counter_value *c = atomic_load(&n->counters);
+    if (c)
+      for (int i = 0; i < IGPROF_MAX_COUNTERS; ++i) {
+        if (!(mask & (1u << i))) continue;
+        atomic_store(&c[i].ticks, 0);
+        atomic_store(&c[i].value, 0);
+        atomic_store(&c[i].peak, 0);
+      }
+    struct igprof_node *next = atomic_load(&n->children);
+    if (!next) {
+      while (n && !n->sibling) n = n->parent == &root ? NULL : n->parent;
+      next = n ? n->sibling : NULL;
+    }
+    n = next;
+  }
+}

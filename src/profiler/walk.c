@@ -1,0 +1,112 @@
+/* Stack capture (walk.h) with libunwind, and the switch to the fast walker.
+ *
+ * The fast walker (walk_fast.c, another part of the project) provides
+ * igprof_walk_fast_from_hook/_from_signal; they are weak references here so
+ * the library links and works with libunwind alone until it is there.
+ */
+#define UNW_LOCAL_ONLY
+#include "walk.h"
+
+#include <libunwind.h>
+
+#include "internal.h"
+
+int igprof_walk_fast_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *truncated)
+    __attribute__((weak));
+int igprof_walk_fast_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated)
+    __attribute__((weak));
+void igprof_walk_fast_init(void) __attribute__((weak));
+void igprof_walk_fast_thread_init(void) __attribute__((weak));
+void igprof_walk_fast_modules_changed(void) __attribute__((weak));
+
+/* Frames of the profiler itself between the walker and the hooked call:
+ * the walk asks libunwind for this many more than the depth. */
+#define PROFILER_FRAMES 32
+
+static enum walk_method method = WALK_LIBUNWIND;
+
+void igprof_walk_set_method(enum walk_method m)
+{
+  if (m == WALK_FAST && !igprof_walk_fast_from_hook) {
+    igprof_warn("the fast stack walker is not built in; using libunwind");
+    m = WALK_LIBUNWIND;
+  }
+  method = m;
+}
+
+int igprof_walk_slack(void) { return PROFILER_FRAMES; }
+
+/* unw_backtrace fills raw return addresses, innermost (inside libunwind)
+ * first. Everything up to and including the profiler's own frames is
+ * dropped by looking for the caller's return address itself: no fixed skip
+ * count, whatever the compiler inlined. */
+static int libunwind_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *truncated)
+{
+  void **raw = (void **) pcs; /* the caller gives max + PROFILER_FRAMES slots */
+  int n = unw_backtrace(raw, max + PROFILER_FRAMES);
+  int k = 0;
+  while (k < n && raw[k] != caller_ret) ++k;
+  if (k == n) {
+    /* The caller's frame was not found (no unwind info on the way): keep
+     * the one frame we know for certain. */
+    igprof_tls.walk_failures++;
+    pcs[0] = (uintptr_t) caller_ret - 1;
+    if (truncated) *truncated = 0;
+    return 1;
+  }
+  int out = n - k;
+  if (truncated) *truncated = out > max || n == max + PROFILER_FRAMES;
+  if (out > max) out = max;
+  for (int i = 0; i < out; ++i) pcs[i] = (uintptr_t) raw[k + i] - 1;
+  return out;
+}
+
+static int libunwind_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated)
+{
+  unw_cursor_t cursor;
+  unw_word_t ip;
+  int n = 0;
+  if (truncated) *truncated = 0;
+  if (unw_init_local2(&cursor, (unw_context_t *) uc, UNW_INIT_SIGNAL_FRAME) < 0) return 0;
+  if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0) return 0;
+  pcs[n++] = (uintptr_t) ip;
+  while (unw_step(&cursor) > 0) {
+    if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+    if (n == max) {
+      if (truncated) *truncated = 1;
+      break;
+    }
+    pcs[n++] = (uintptr_t) ip - 1;
+  }
+  return n;
+}
+
+int igprof_walk_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *truncated)
+{
+  if (method == WALK_FAST) return igprof_walk_fast_from_hook(pcs, max, caller_ret, truncated);
+  return libunwind_from_hook(pcs, max, caller_ret, truncated);
+}
+
+int igprof_walk_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated)
+{
+  if (method == WALK_FAST) return igprof_walk_fast_from_signal(pcs, max, uc, truncated);
+  return libunwind_from_signal(pcs, max, uc, truncated);
+}
+
+void igprof_walk_init(void)
+{
+  /* libunwind's own per-thread cache of unwind info: no global lock per step. */
+  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+  if (igprof_walk_fast_init) igprof_walk_fast_init();
+}
+
+void igprof_walk_thread_init(void)
+{
+  if (igprof_walk_fast_thread_init) igprof_walk_fast_thread_init();
+}
+
+void igprof_walk_modules_changed(void)
+{
+  unw_flush_cache(unw_local_addr_space, 0, 0);
+  if (igprof_walk_fast_modules_changed) igprof_walk_fast_modules_changed();
+}
