@@ -1,0 +1,28 @@
+/* A program whose own functions the -g test resolves. It prints, for each
+ * function, its offset from the load base as dladdr gives it -- the same
+ * offset our runtime writes into FN entries. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+
+__attribute__((noinline)) static int alpha(int x) { return x * 3 + 1; }
+__attribute__((noinline)) static int beta(int x) { return alpha(x) - 2; }
+__attribute__((noinline)) int _Z5gammai(int x) { return beta(x) + 7; }
+
+static void show(const char *name, void *fn, size_t size_hint)
+{
+  Dl_info info;
+  if (!dladdr(fn, &info)) return;
+  printf("%s %lu %zu\n", name, (unsigned long) ((uintptr_t) fn - (uintptr_t) info.dli_fbase), size_hint);
+}
+
+int main(int argc, char **argv)
+{
+  (void) argv;
+  show("alpha", (void *) alpha, 0);
+  show("beta", (void *) beta, 0);
+  show("gamma", (void *) _Z5gammai, 0);
+  show("main", (void *) main, 0);
+  return _Z5gammai(argc) == 0;
+}
