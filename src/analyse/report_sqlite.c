@@ -2,9 +2,10 @@
  * through the sqlite3 library with bound parameters, or as SQL text ("-")
  * with every string quoted by sqlite3_mprintf's %Q. Ids are stable: files and
  * symbols are numbered from 1 in order of first appearance in rank order. */
+#include <math.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sqlite3.h>
 
 #include "report.h"
 
@@ -74,7 +75,7 @@ static void sink_row(struct sink *s, enum table t, const struct value *v)
     for (int i = 0; i < n; ++i) {
       if (i) fputs(", ", s->text);
       if (v[i].kind == V_INT) fprintf(s->text, "%" PRId64, v[i].i);
-      else if (v[i].kind == V_REAL) fprintf(s->text, "%.17g", v[i].d);
+      else if (v[i].kind == V_REAL) fprintf(s->text, "%.15g", v[i].d);
       else { char *q = sqlite3_mprintf("%Q", v[i].s); fputs(q, s->text); sqlite3_free(q); }
     }
     fputs(");\n", s->text);
@@ -119,7 +120,8 @@ static int sink_close(struct sink *s)
   return s->failed ? -1 : 0;
 }
 
-static double sql_pct(float pct) { return pct == REPORT_NEW_PCT ? -101. : (double) pct; }
+/* Two decimals, as the text report shows them; -101 marks "new" (-D). */
+static double sql_pct(float pct) { return pct == REPORT_NEW_PCT ? -101. : round((double) pct * 100.) / 100.; }
 
 static void write_edges(struct sink *s, const struct report *r, uint32_t e)
 {
