@@ -1,0 +1,341 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `igprof -mp`: run test programs with known
+allocations under the launcher, read the dumps with igdump.py and compare
+every counter per function with figures worked out from the programs' code.
+
+Usage: e2e.py --bin BUILD/bin --progs DIR SCENARIO
+"""
+import argparse
+import glob
+import gzip
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import igdump  # noqa: E402
+
+PAGE = os.sysconf('SC_PAGE_SIZE')
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print('FAIL:', what)
+
+
+def eq(actual, expected, what):
+    check(actual == expected, f'{what}: got {actual!r}, expected {expected!r}')
+
+
+def run(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, **kw)
+
+
+def dumps(pattern='igprof.*'):
+    return sorted(f for f in glob.glob(pattern) if '.igprof-tmp.' not in f)
+
+
+def one_dump(pattern):
+    found = dumps(pattern)
+    eq(len(found), 1, f'number of dumps matching {pattern}')
+    return igdump.Dump(found[0]) if found else None
+
+
+def expect_leaves(dump, expected, counter):
+    """expected: {symbol: (ticks, value[, peak])} for counter, by leaf frame."""
+    got = dump.by_leaf(counter)
+    for sym, want in expected.items():
+        have = got.get(sym)
+        if have is None:
+            check(want[0] == 0 and want[1] == 0, f'{counter} {sym}: missing, expected {want}')
+            continue
+        eq(tuple(have[:len(want)]), tuple(want), f'{counter} {sym}')
+
+
+def expect_mem(dump, table):
+    """table: {symbol: (calls, bytes, max, live_blocks, live_bytes)}"""
+    expect_leaves(dump, {s: (t[0], t[1]) for s, t in table.items()}, 'MEM_TOTAL')
+    expect_leaves(dump, {s: (t[0], t[2]) for s, t in table.items() if t[0]}, 'MEM_MAX')
+    live = dump.by_leaf('MEM_LIVE')
+    for sym, t in table.items():
+        have = live.get(sym, [0, 0, 0, 0])
+        eq((have[0], have[1]), (t[3], t[4]), f'MEM_LIVE {sym}')
+        eq(have[3], t[3], f'MEM_LIVE {sym} number of ;LK entries')
+
+
+def leaf_stack(dump, sym):
+    for n in dump.nodes:
+        if n.symbol == sym and n.counters:
+            return n.stack()
+    return []
+
+
+# ---------------------------------------------------------------------------
+# Scenarios
+
+def scenario_basic(a):
+    r = run([a.igprof, '-mp', a.memtest, 'basic'])
+    eq(r.returncode, 0, 'exit status')
+    d = one_dump('igprof.memtest.*')
+    expect_mem(d, {
+        'do_malloc': (6, 100 + 5 * 33, 100, 5, 5 * 33),
+        'do_calloc': (1, 300, 300, 1, 300),
+        'do_memalign': (1, 1000, 1000, 0, 0),
+        'do_aligned_alloc': (1, 256, 256, 1, 256),
+        'do_posix_memalign': (1, 700, 700, 0, 0),
+        'do_valloc': (1, 5000, 5000, 1, 5000),
+        'do_pvalloc': (1, PAGE, PAGE, 1, PAGE),
+        'do_reallocarray': (1, 77, 77, 1, 77),
+        'do_realloc': (10, sum(range(10, 101, 10)), 100, 1, 100),
+    })
+    eq(leaf_stack(d, 'do_calloc')[:4], ['do_calloc', 'every_function', 'basic', 'main'], 'stack of do_calloc')
+    eq(leaf_stack(d, 'do_realloc')[:4], ['do_realloc', 'realloc_chain', 'basic', 'main'], 'stack of do_realloc')
+    # MEM_LIVE peak of the realloc chain is its largest block (each step frees the last)
+    peaks = [n.counters['MEM_LIVE'][2] for n in d.nodes if n.symbol == 'do_realloc' and 'MEM_LIVE' in n.counters]
+    eq(peaks, [100], 'MEM_LIVE peak of do_realloc')
+    # leak addresses are distinct and sizes match
+    leaks = [lk for n in d.nodes if n.symbol == 'do_malloc' for lk in n.leaks]
+    eq(sorted(s for _, s in leaks), [33] * 5, 'do_malloc leak sizes')
+    eq(len({addr for addr, _ in leaks}), 5, 'distinct leak addresses')
+    eq(d.program.endswith('memtest'), True, 'program name in header')
+    eq(d.period, 0.0, 'T= for a memory profile')
+
+
+def scenario_threads(a):
+    r = run([a.igprof, '-mp', a.memtest, 'threads'])
+    eq(r.returncode, 0, 'exit status')
+    d = one_dump('igprof.memtest.*')
+    sizes = [64 + t for t in range(4)]
+    expect_mem(d, {'thread_alloc': (4000, 1000 * sum(sizes), 67, 400, 100 * sum(sizes))})
+    eq(leaf_stack(d, 'thread_alloc')[:2], ['thread_alloc', 'thread_main'], 'thread stack')
+
+
+def scenario_fork(a):
+    r = run([a.igprof, '-mp', a.memtest, 'fork'])
+    eq(r.returncode, 0, 'exit status')
+    child = int(r.stdout.split()[1])
+    parent = one_dump('igprof.memtest.*[!0-9]*') if False else None
+    files = dumps('igprof.memtest.*')
+    eq(len(files), 2, 'one dump per process')
+    by_pid = {igdump.Dump(f).pid: igdump.Dump(f) for f in files}
+    check(child in by_pid, f'child {child} has a dump')
+    parent = [d for pid, d in by_pid.items() if pid != child]
+    if child in by_pid and parent:
+        expect_mem(parent[0], {'parent_alloc': (5, 4000, 1000, 5, 4000), 'child_alloc': (0, 0, 0, 0, 0)})
+        expect_mem(by_pid[child], {'child_alloc': (4, 1000, 250, 4, 1000), 'parent_alloc': (0, 0, 0, 0, 0)})
+        eq(os.path.exists(f'igprof.memtest.{child}'), True, 'child dump named by its pid')
+
+
+def scenario_exec(a):
+    r = run([a.igprof, '-mp', a.memtest, 'exec'])
+    eq(r.returncode, 0, 'exit status')
+    files = dumps('igprof.memtest.*')
+    eq(len(files), 2, 'one dump per image (exec keeps the pid)')
+    if len(files) == 2:
+        first, second = igdump.Dump(files[0]), igdump.Dump(files[1])
+        eq(first.pid, second.pid, 'same pid')
+        expect_mem(first, {'before_exec_alloc': (1, 4321, 4321, 1, 4321), 'do_calloc': (0, 0, 0, 0, 0)})
+        expect_mem(second, {'before_exec_alloc': (0, 0, 0, 0, 0), 'do_calloc': (1, 300, 300, 1, 300)})
+
+
+def scenario_exit(a):
+    r = run([a.igprof, '-mp', a.memtest, '_exit'])
+    eq(r.returncode, 3, 'exit status of _exit(3)')
+    d = one_dump('igprof.memtest.*')
+    expect_mem(d, {'exit_alloc': (2, 1554, 777, 2, 1554)})
+
+
+def scenario_abort(a):
+    r = run([a.igprof, '-mp', a.memtest, 'abort'])
+    eq(r.returncode, 128 + signal.SIGABRT, 'exit status of abort()')
+    d = one_dump('igprof.memtest.*')
+    expect_mem(d, {'exit_alloc': (1, 999, 999, 1, 999)})
+    native = run([a.memtest, 'abort'])
+    eq(native.returncode, -signal.SIGABRT, 'native abort dies by SIGABRT')
+
+
+def scenario_segv(a):
+    # the profiled program itself must die by SIGSEGV: run it without the launcher
+    env = dict(os.environ, LD_PRELOAD=a.lib, IGPROF='mem')
+    r = run([a.memtest, 'segv'], env=env)
+    eq(r.returncode, -signal.SIGSEGV, 'death by SIGSEGV is kept')
+    d = one_dump('igprof.memtest.*')
+    expect_mem(d, {'exit_alloc': (1, 555, 555, 1, 555)})
+    r = run([a.igprof, '-mp', a.memtest, 'segv-handler'])
+    eq((r.returncode, r.stdout), (7, 'handler ran\n'), 'application SIGSEGV handler runs')
+
+
+def scenario_contract(a):
+    native = run([a.memtest, 'contract'])
+    prof = run([a.igprof, '-mp', a.memtest, 'contract'])
+    eq((prof.returncode, prof.stdout), (native.returncode, native.stdout), 'libc contract under the profiler')
+    check('ENOMEM' not in prof.stdout and 'errno=12' in prof.stdout, 'overflow reports ENOMEM (12)')
+
+
+def scenario_checkpoints(a):
+    # igprof_dump_now from the application
+    r = run([a.igprof, '-mp', a.memtest, 'dump-now'])
+    eq((r.returncode, r.stdout), (0, 'dump_now found\n'), 'igprof_dump_now is exported')
+    ck = one_dump('checkpoint.*')
+    fin = one_dump('igprof.memtest.*')
+    if ck and fin:
+        expect_mem(ck, {'exit_alloc': (1, 111, 111, 1, 111)})
+        expect_mem(fin, {'exit_alloc': (2, 333, 222, 2, 333)})
+    for f in glob.glob('*'):
+        os.unlink(f)
+    # -D flag file, then -S signal: each gives a distinct checkpoint dump
+    for opt in (['-D', 'flag'], ['-S', 'USR1']):
+        p = subprocess.Popen([a.igprof, '-mp'] + opt + [a.memtest, 'wait', 'ready'])
+        for _ in range(500):
+            if os.path.exists('ready'):
+                break
+            time.sleep(0.01)
+        for i in range(2):
+            if opt[0] == '-D':
+                open('flag', 'w').close()
+                for _ in range(200):
+                    if not os.path.exists('flag'):
+                        break
+                    time.sleep(0.01)
+                check(not os.path.exists('flag'), 'flag file deleted')
+            else:
+                os.kill(p.pid, signal.SIGUSR1)  # the launcher passes it on
+            for _ in range(200):
+                if len(dumps('igprof.memtest.*')) == i + 1:
+                    break
+                time.sleep(0.01)
+        eq(p.wait(timeout=60), 0, f'{opt[0]}: program unaffected')
+        files = dumps('igprof.memtest.*')
+        eq(len(files), 3, f'{opt[0]}: two checkpoints and the final dump: {files}')
+        for f in files:
+            expect_mem(igdump.Dump(f), {'exit_alloc': (2, 8192, 4096, 2, 8192)})
+        for f in glob.glob('*'):
+            os.unlink(f)
+
+
+def scenario_outputs(a):
+    # -z: gzip stream, default name ends in .gz
+    r = run([a.igprof, '-mp', '-z', a.memtest, 'basic'])
+    eq(r.returncode, 0, 'exit status')
+    d = one_dump('igprof.memtest.*.gz')
+    if d:
+        expect_mem(d, {'do_calloc': (1, 300, 300, 1, 300)})
+    # -o with %p
+    r = run([a.igprof, '-mp', '-o', 'out.%p', a.memtest, 'basic'])
+    d = one_dump('out.[0-9]*')
+    if d:
+        eq(os.path.basename(dumps('out.[0-9]*')[0]), f'out.{d.pid}', '%p expands to the pid')
+    # -o |command: the dump arrives on the command's stdin; the environment of
+    # the command has no profiler in it
+    r = run([a.igprof, '-mp', '-o', '|cat > piped.txt; echo "$IGPROF" > env.txt', a.memtest, 'basic'])
+    eq(r.returncode, 0, 'exit status with a pipe output')
+    d = igdump.Dump('piped.txt')
+    expect_mem(d, {'do_calloc': (1, 300, 300, 1, 300)})
+    eq(open('env.txt').read(), '\n', 'IGPROF not passed to the output command')
+    # -o FILE without %p: an old file is replaced, never appended to
+    open('fixed.out', 'w').write('stale')
+    run([a.igprof, '-mp', '-o', 'fixed.out', a.memtest, 'basic'])
+    expect_mem(igdump.Dump('fixed.out'), {'do_calloc': (1, 300, 300, 1, 300)})
+    # -t: processes whose name does not match are not profiled
+    before = set(dumps('igprof.*'))
+    r = run([a.igprof, '-mp', '-t', 'no-such-name', a.memtest, 'basic'])
+    eq((r.returncode, set(dumps('igprof.*')) - before), (0, set()), '-t filters processes')
+    # --depth: deeper stacks are cut and marked
+    r = run([a.igprof, '-mp', '--depth', '3', '-o', 'shallow', a.memtest, 'basic'])
+    d = igdump.Dump('shallow')
+    deepest = max(len(n.stack()) for n in d.nodes)
+    eq(deepest, 4, 'depth 3 plus the truncation marker')
+    check(any(n.symbol == '@igprof_truncated_stack' for n in d.root.children), 'truncation marked at the root')
+
+
+def scenario_launcher(a):
+    r = run([a.igprof, '--help'])
+    eq((r.returncode, r.stdout.startswith('Usage: igprof'), r.stderr), (0, True, ''), '--help on stdout, status 0')
+    r = run([a.igprof, '-mx', 'true'])
+    eq((r.returncode, r.stderr), (2, "igprof: unknown option '-mx' (see igprof --help)\n"), 'unknown option')
+    r = run([a.igprof, '-mp', '-mo', 'lots', 'true'])
+    eq((r.returncode, r.stderr), (2, 'igprof: -mo: bad argument, expected none, include or delta\n'), 'bad -mo')
+    r = run([a.igprof, '-mp', '-S', 'KILL', 'true'])
+    eq(r.returncode, 2, '-S KILL refused')
+    r = run([a.igprof, '-mp', '-o'])
+    eq(r.returncode, 2, 'missing argument')
+    r = run([a.igprof, '-mp', 'no-such-command-xyz'])
+    eq((r.returncode, r.stderr), (127, 'igprof: no-such-command-xyz: command not found\n'), 'command not found')
+    r = run([a.igprof, '-mp', './no-such-file'])
+    eq((r.returncode, r.stderr), (127, 'igprof: ./no-such-file: No such file or directory\n'), 'no such file')
+    open('notexec', 'w').write('x')
+    r = run([a.igprof, '-mp', './notexec'])
+    eq((r.returncode, r.stderr), (126, 'igprof: ./notexec: Permission denied\n'), 'not executable')
+    r = run([a.igprof, '-mp', a.memtest, 'exit', '42'])
+    eq(r.returncode, 42, 'exit status passed through')
+    r = run([a.igprof, '-mp', 'sh', '-c', 'kill -TERM $$'])
+    eq(r.returncode, 128 + signal.SIGTERM, 'signal death as 128+N')
+    r = run([a.igprof, '-pp', 'true'])
+    eq(r.returncode, 2, '-pp reserved')
+    check('not implemented' in r.stderr, '-pp says not implemented')
+    r = run([a.igprof, '-mp', '--', 'sh', '-c', 'echo "$LD_PRELOAD|$IGPROF"'], env=dict(os.environ, LD_PRELOAD='/nonexistent/x.so'))
+    pre, ig = r.stdout.strip().split('|')
+    eq(pre.split(':')[0], '/nonexistent/x.so', 'existing LD_PRELOAD kept first')
+    check(pre.endswith('/libigprof.so'), 'libigprof.so appended to LD_PRELOAD')
+    eq(ig, 'mem', '$IGPROF for -mp')
+    r = run([a.igprof, '-mp', '-o', "it's a file", 'sh', '-c', 'echo "$IGPROF"'])
+    eq(r.stdout, "mem igprof:out='it\\'s a file'\n", 'quoted value in $IGPROF')
+    r = run(['sh', '-c', 'true'], env=dict(os.environ, LD_PRELOAD=a.lib, IGPROF='mem memory'))
+    eq(r.returncode, 0, 'bad $IGPROF does not break the program')
+    check("unknown module 'memory'" in r.stderr, f'bad $IGPROF is reported: {r.stderr!r}')
+
+
+def scenario_cxx(a):
+    r = run([a.igprof, '-mp', a.cxxtest])
+    eq((r.returncode, r.stdout), (0, 'kept 4 widgets\n'), 'C++ program output')
+    d = one_dump('igprof.cxxtest.*')
+    if not d:
+        return
+
+    def caller_of(leaf, caller, window=1):
+        t = [0, 0, 0, 0]
+        for n in d.nodes:
+            s = n.stack()
+            if s[:1] == [leaf] and caller in s[1:1 + window]:
+                tot, live = n.counters.get('MEM_TOTAL', (0, 0, 0)), n.counters.get('MEM_LIVE', (0, 0, 0))
+                t = [t[0] + tot[0], t[1] + tot[1], t[2] + live[0], t[3] + live[1]]
+        return t
+    eq(caller_of('_Znwm', '_Z12make_widgetsv'), [10, 480, 4, 192], 'operator new from make_widgets')
+    # operator new[] tail-calls operator new: its frame is gone, the caller stays
+    eq(caller_of('_Znwm', '_Z10make_arrayv'), [1, 1000, 0, 0], 'operator new[] from make_array')
+    eq(caller_of('_Znwm', '_Z11fill_vectorv', 8), [1, 4000, 0, 0], 'vector::reserve(1000)')
+    eq(caller_of('_Znwm', '_Z8fill_mapv', 12), [10, 400, 0, 0], 'map nodes')
+    eq(caller_of('__cxa_allocate_exception', '_Z7throweri')[0::2], [5, 0], 'five exceptions, all freed')
+
+
+SCENARIOS = {k[len('scenario_'):]: v for k, v in globals().items() if k.startswith('scenario_')}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--bin', required=True)
+    ap.add_argument('--progs', required=True)
+    ap.add_argument('scenario', choices=sorted(SCENARIOS))
+    a = ap.parse_args()
+    a.igprof = os.path.join(os.path.abspath(a.bin), 'igprof')
+    a.lib = os.path.abspath(os.path.join(a.bin, '..', 'lib', 'igprof', 'libigprof.so'))
+    a.memtest = os.path.join(os.path.abspath(a.progs), 'memtest')
+    a.cxxtest = os.path.join(os.path.abspath(a.progs), 'cxxtest')
+    with tempfile.TemporaryDirectory(prefix='igprof-e2e-') as tmp:
+        os.chdir(tmp)
+        SCENARIOS[a.scenario](a)
+        os.chdir('/')
+    if failures:
+        print(f'{len(failures)} check(s) failed')
+        return 1
+    print('all checks passed')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
