@@ -49,6 +49,17 @@ void symtab_init(struct symtab *st, int demangle)
   st->spontaneous = symtab_symbol(st, "<spontaneous>", 13, 0);
 }
 
+void symtab_free(struct symtab *st)
+{
+  if (st->demangle)
+    for (size_t i = 0; i < st->names.count; ++i)
+      if (st->display[i] && st->display[i] != strpool_get(&st->names, (uint32_t) i)) free((char *) st->display[i]);
+  strpool_free(&st->names);
+  strpool_free(&st->files);
+  free(st->file_of); free(st->flags); free(st->display);
+  memset(st, 0, sizeof(*st));
+}
+
 uint32_t symtab_file(struct symtab *st, const char *path, size_t len)
 {
   return strpool_intern(&st->files, path, len);

@@ -30,6 +30,7 @@ struct symtab {
 };
 
 void symtab_init(struct symtab *st, int demangle);
+void symtab_free(struct symtab *st);
 /* The symbol named name[0..len), created with `file` if new. */
 uint32_t symtab_symbol(struct symtab *st, const char *name, size_t len, uint32_t file);
 uint32_t symtab_file(struct symtab *st, const char *path, size_t len);

@@ -65,7 +65,7 @@ parse_error(struct reader *rd, const char *fmt, ...)
   vfprintf(stderr, fmt, ap);
   va_end(ap);
   fputc('\n', stderr);
-  exit(1);
+  analyse_exit(1);
 }
 
 /* ---- line input over zlib (which reads uncompressed files transparently) ---- */
@@ -86,7 +86,7 @@ static void source_open(struct reader *rd, const char *path)
   if (!s->gz) {
     fflush(stdout);
     fprintf(stderr, "%s: cannot open: %s\n", path, strerror(errno ? errno : ENOMEM));
-    exit(1);
+    analyse_exit(1);
   }
   gzbuffer(s->gz, CHUNK);
 }
@@ -221,6 +221,7 @@ struct reader *reader_new(const struct read_options *opts, struct symtab *st)
 void reader_free(struct reader *rd)
 {
   if (!rd) return;
+  if (rd->src.gz) gzclose(rd->src.gz);
   free(rd->key);
   free(rd->src.buf);
   free(rd->src.line);
@@ -564,11 +565,11 @@ void reader_finish(struct reader *rd)
   fflush(stdout);
   if (!rd->counter_names.count) {
     fprintf(stderr, "igprof-analyse: no counter values in the profile data\n");
-    exit(1);
+    analyse_exit(1);
   }
   fprintf(stderr, "igprof-analyse: no counter named '%s' in the profile data; it has:", rd->key);
   for (size_t i = 0; i < rd->counter_names.count; ++i)
     fprintf(stderr, " %s", strpool_get(&rd->counter_names, (uint32_t) i));
   fputc('\n', stderr);
-  exit(1);
+  analyse_exit(1);
 }

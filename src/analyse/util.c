@@ -6,6 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+void (*analyse_exit_hook)(int status);
+
+void analyse_exit(int status)
+{
+  if (analyse_exit_hook) analyse_exit_hook(status);
+  exit(status);
+}
+
 void *xmalloc(size_t n)
 {
   void *p = malloc(n ? n : 1);
@@ -42,7 +50,7 @@ void fatal(const char *fmt, ...)
   vfprintf(stderr, fmt, ap);
   va_end(ap);
   fputc('\n', stderr);
-  exit(1);
+  analyse_exit(1);
 }
 
 void warn(const char *fmt, ...)

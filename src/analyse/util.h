@@ -14,6 +14,11 @@ void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 
+/* Every error exit goes through here: exit(status), or the hook when one is
+ * set (the fuzzing harness longjmps out instead of exiting). */
+extern void (*analyse_exit_hook)(int status);
+_Noreturn void analyse_exit(int status);
+
 /* Print "igprof-analyse: <message>" on stderr and exit 1. */
 _Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print "igprof-analyse: warning: <message>" on stderr. */

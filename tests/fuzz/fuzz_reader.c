@@ -1,0 +1,56 @@
+/* libFuzzer target: any byte string as a dump (plain or gzip) goes through
+ * the reader, the flat profile and the text report. Bad input must end in a
+ * clean error (analyse_exit, turned into a longjmp here), never a crash. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../../src/analyse/flat.h"
+#include "../../src/analyse/reader.h"
+#include "../../src/analyse/report.h"
+
+static jmp_buf on_error;
+static void error_exit(int status) { longjmp(on_error, status ? status : 1); }
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+  static FILE *devnull;
+  static int fd = -1;
+  char path[64];
+  if (!devnull) {
+    devnull = fopen("/dev/null", "w");
+    fd = memfd_create("dump", 0);
+    freopen("/dev/null", "w", stderr);
+  }
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, data, size, 0) != (ssize_t) size) return 0;
+  snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+
+  struct symtab st;
+  struct call_tree tree;
+  struct read_options opts = { 0 };
+  symtab_init(&st, 1);
+  tree_init(&tree, st.spontaneous, 0);
+  struct reader *volatile rd = reader_new(&opts, &st);
+  analyse_exit_hook = error_exit;
+  if (setjmp(on_error) == 0) {
+    reader_read(rd, path, &tree);
+    reader_finish(rd);
+    struct flat_profile flat;
+    tree_accumulate(&tree);
+    flat_build(&flat, &tree, &st);
+    flat_rank(&flat, &st, 0);
+    struct report r = { .out = devnull, .st = &st, .tree = &tree, .flat = &flat, .key = reader_key(rd),
+                        .tick_period = reader_tick_period(rd), .is_time = reader_key_is_time(rd), .show_calls = 1,
+                        .show_paths = 1 };
+    report_text(&r);
+    flat_free(&flat);
+  }
+  analyse_exit_hook = NULL;
+  reader_free(rd);
+  tree_free(&tree);
+  symtab_free(&st);
+  return 0;
+}
