@@ -221,6 +221,24 @@ void igprof_live_fork_child(void); /* unlock and empty */
 uint64_t igprof_live_count(void);
 
 /* ------------------------------------------------------------------ */
+/* Allocation events for other modules (mem.c)                         */
+/* ------------------------------------------------------------------ */
+
+/* Told about every successful malloc-family allocation and every free,
+ * after the real call, with the guard held, on the allocating thread.
+ * `caller` is the return address into the application (as for
+ * igprof_capture_from_hook). realloc is a free of the old block (if any)
+ * followed by an allocation. */
+struct igprof_alloc_listener {
+  void (*on_alloc)(void *ptr, size_t size, void *caller);
+  void (*on_free)(void *ptr, void *caller);
+};
+
+/* Register from a module's start(); installs the malloc-family hooks if the
+ * memory profiler has not. Up to 4 listeners. Returns 0 or -1. */
+int igprof_mem_listen(const struct igprof_alloc_listener *l);
+
+/* ------------------------------------------------------------------ */
 /* Private memory                                                      */
 /* ------------------------------------------------------------------ */
 

@@ -27,7 +27,13 @@ enum overhead { OVERHEAD_NONE, OVERHEAD_INCLUDE, OVERHEAD_DELTA };
 
 static enum overhead overhead = OVERHEAD_NONE;
 static int c_total = -1, c_max = -1, c_live = -1;
+static int counting;     /* the "mem" module itself is on */
+static int hooks_state;  /* 0 not tried, 1 installed, -1 failed */
 static size_t page_size;
+
+#define MAX_LISTENERS 4
+static const struct igprof_alloc_listener *listeners[MAX_LISTENERS];
+static int listener_count;
 
 static void *(*real_malloc)(size_t);
 static void *(*real_calloc)(size_t, size_t);
@@ -40,10 +46,24 @@ static void *(*real_aligned_alloc)(size_t, size_t);
 static void *(*real_valloc)(size_t);
 static void *(*real_pvalloc)(size_t);
 
+static void tell_alloc(void *ptr, size_t size, void *caller)
+{
+  for (int i = 0; i < listener_count; ++i)
+    if (listeners[i]->on_alloc) listeners[i]->on_alloc(ptr, size, caller);
+}
+
+static void tell_free(void *ptr, void *caller)
+{
+  for (int i = 0; i < listener_count; ++i)
+    if (listeners[i]->on_free) listeners[i]->on_free(ptr, caller);
+}
+
 /* Record a new block; guard held. */
 static void record(void *ptr, size_t requested, void *caller)
 {
   uint64_t size = requested;
+  if (IGPROF_UNLIKELY(listener_count)) tell_alloc(ptr, requested, caller);
+  if (!counting) return;
   if (overhead != OVERHEAD_NONE) {
     size_t usable = malloc_usable_size(ptr);
     size = overhead == OVERHEAD_INCLUDE ? usable : usable - requested;
@@ -59,11 +79,12 @@ static void record(void *ptr, size_t requested, void *caller)
 
 /* Forget a block that is about to be freed or moved; guard held. Must run
  * before the real free: once freed, another thread may get the address. */
-static void forget(void *ptr)
+static void forget(void *ptr, void *caller)
 {
   struct igprof_node *node;
   uint64_t size;
-  if (igprof_live_remove((uintptr_t) ptr, &node, &size)) igprof_counter_release(node, c_live, 1, (int64_t) size);
+  if (IGPROF_UNLIKELY(listener_count)) tell_free(ptr, caller);
+  if (counting && igprof_live_remove((uintptr_t) ptr, &node, &size)) igprof_counter_release(node, c_live, 1, (int64_t) size);
 }
 
 #define ACTIVE() IGPROF_LIKELY(atomic_load_explicit(&igprof_state.active, memory_order_relaxed))
@@ -101,7 +122,7 @@ static void mem_free(void *p)
     return;
   }
   int saved = errno;
-  forget(p);
+  forget(p, __builtin_return_address(0));
   errno = saved;
   real_free(p);
   igprof_leave();
@@ -113,7 +134,8 @@ static void *resize(void *old, size_t size, void *caller, void *(*call)(void *, 
 {
   struct igprof_node *old_node = NULL;
   uint64_t old_size = 0;
-  int had = old && igprof_live_remove((uintptr_t) old, &old_node, &old_size);
+  if (old && IGPROF_UNLIKELY(listener_count)) tell_free(old, caller);
+  int had = old && counting && igprof_live_remove((uintptr_t) old, &old_node, &old_size);
   void *p = call(old, a, b);
   int saved = errno;
   if (p) {
@@ -245,15 +267,12 @@ static int mem_option(const char *key, const char *value, char *err, size_t errl
     if (!real_##name) ok = 0;                                                         \
   } while (0)
 
-static int mem_start(void)
+static int install_hooks(void)
 {
   int ok = 1;
+  if (hooks_state) return hooks_state > 0 ? 0 : -1;
+  hooks_state = -1;
   page_size = (size_t) sysconf(_SC_PAGESIZE);
-  /* IgProf's slot order, so IgProf's tools list them alike. */
-  c_total = igprof_counter_define("MEM_TOTAL", IGPROF_COUNTER_TICK, 0);
-  c_max = igprof_counter_define("MEM_MAX", IGPROF_COUNTER_MAX, 0);
-  c_live = igprof_counter_define("MEM_LIVE", IGPROF_COUNTER_TICK, 1);
-  if (c_total < 0 || c_max < 0 || c_live < 0) return -1;
   /* free first: a block must never be recorded without its free being seen. */
   HOOK(free);
   if (!real_free) return -1;
@@ -276,11 +295,33 @@ static int mem_start(void)
   if (!real_aligned_alloc) real_aligned_alloc = aligned_alloc;
   if (!real_valloc) real_valloc = valloc;
   if (!real_pvalloc) real_pvalloc = pvalloc;
+  hooks_state = 1;
+  return 0;
+}
+
+int igprof_mem_listen(const struct igprof_alloc_listener *l)
+{
+  if (listener_count == MAX_LISTENERS) return -1;
+  if (install_hooks() != 0) return -1;
+  listeners[listener_count++] = l;
+  return 0;
+}
+
+static int mem_start(void)
+{
+  /* IgProf's slot order, so IgProf's tools list them alike. */
+  c_total = igprof_counter_define("MEM_TOTAL", IGPROF_COUNTER_TICK, 0);
+  c_max = igprof_counter_define("MEM_MAX", IGPROF_COUNTER_MAX, 0);
+  c_live = igprof_counter_define("MEM_LIVE", IGPROF_COUNTER_TICK, 1);
+  if (c_total < 0 || c_max < 0 || c_live < 0) return -1;
+  if (install_hooks() != 0) return -1;
+  counting = 1;
   return 0;
 }
 
 static void mem_fork_child(void)
 {
+  if (!counting) return;
   /* The child's profile is its own: it starts from zero (igprof_live_fork_child
    * emptied the live table). */
   igprof_tree_reset_counters(1u << c_total | 1u << c_max | 1u << c_live);
