@@ -1,6 +1,7 @@
 /* IgProf's gprof-style text report: two flat profiles and the call graph,
  * column for column as igprof-analyse prints them (docs/analyse.md). */
 #include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,7 +177,8 @@ static void print_flat_section(const struct report *r, const struct layout *l, c
     const struct flat_entry *en = &r->flat->entries[rows[i]];
     float pct = report_entry_pct(r, en, self);
     int64_t v = self ? en->self[0] : en->cum[0];
-    int below = !r->diff && pct < (self ? 0.01f : 1.f);
+    /* |pct|: with -b alone values and shares can be negative. */
+    int below = !r->diff && fabsf(pct) < (self ? 0.01f : 1.f);
     if (r->ascending && (below || v == 0)) continue;
     print_flat_row(r, l, rows[i], self, pct);
     if (below || v == 0) break;
