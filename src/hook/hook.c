@@ -126,27 +126,59 @@ static void *existing_chain(uintptr_t fn)
   return NULL;
 }
 
-/* Refuse when an instruction of the function (outside the window, or inside
- * it) branches into the bytes the patch replaces: that code would land in the
- * middle of our jump. Entry itself is fine (it is a call of the hook). */
-static enum hook_status scan_branches(uintptr_t fn, size_t size, size_t window, struct message *m)
+/* Code within this distance of a function is decoded for branches into its
+ * patch window: hand-written assembly enters its neighbours' bodies (glibc's
+ * mempcpy jumps to memmove+3, right after memmove's first instruction). */
+#define NEIGHBOURHOOD 4096
+
+struct branch_scan {
+  uintptr_t fn;
+  size_t window;
+  struct message *m;
+};
+
+/* Decode [start, start+len) and look for a branch landing strictly inside
+ * (fn, fn+window): that code would land in the middle of our jump. A branch
+ * to fn itself is fine (it is a call of the hook). */
+static int scan_code(uintptr_t start, size_t len, void *arg)
 {
-  size_t off = 0, limit = size > window ? size : window;
-  while (off < limit) {
+  struct branch_scan *s = arg;
+  size_t off = 0;
+  while (off < len) {
     struct arch_insn insn;
-    if (arch_decode((const void *)(fn + off), limit - off, fn + off, &insn) != 0)
-      break; /* data or padding in the body: nothing further can be seen */
+    if (arch_decode((const void *)(start + off), len - off, start + off, &insn) != 0)
+      break; /* data or padding: nothing further can be seen */
     if ((insn.kind == ARCH_INSN_BRANCH || insn.kind == ARCH_INSN_JUMP ||
          insn.kind == ARCH_INSN_CALL) &&
-        insn.target > fn && insn.target < fn + window) {
-      message_str(m, insn.mnemonic);
-      message_hex(message_str(m, " at +"), off);
-      message_hex(message_str(m, " branches to +"), insn.target - fn);
-      message_str(m, ", inside the patched bytes");
-      return HOOK_ERR_BRANCH_INTO_PATCH;
+        insn.target > s->fn && insn.target < s->fn + s->window) {
+      message_str(s->m, insn.mnemonic);
+      if (start == s->fn) {
+        message_hex(message_str(s->m, " at +"), off);
+      } else {
+        message_hex(message_str(s->m, " at "), start + off);
+        message_str(s->m, " in a neighbouring function");
+      }
+      message_hex(message_str(s->m, " branches to +"), insn.target - s->fn);
+      message_str(s->m, ", inside the patched bytes");
+      return 1;
     }
     off += insn.length;
   }
+  return 0;
+}
+
+static int scan_neighbour(uintptr_t start, size_t len, void *arg)
+{
+  struct branch_scan *s = arg;
+  return start == s->fn ? 0 : scan_code(start, len, arg);
+}
+
+static enum hook_status scan_branches(uintptr_t fn, size_t size, size_t window, struct message *m)
+{
+  struct branch_scan s = {fn, window, m};
+  if (scan_code(fn, size > window ? size : window, &s) ||
+      hook_unwind_each(fn - NEIGHBOURHOOD, fn + size + NEIGHBOURHOOD, scan_neighbour, &s) > 0)
+    return HOOK_ERR_BRANCH_INTO_PATCH;
   return HOOK_OK;
 }
 

@@ -138,14 +138,14 @@ static int cie_fde_encoding(const uint8_t *cie, uint8_t *enc)
   return c.bad ? -1 : 0;
 }
 
-struct extent_query {
-  uintptr_t addr;
-  uintptr_t start;
-  size_t size;
-  int found;
+/* The search table of one module's PT_GNU_EH_FRAME segment. */
+struct fde_table {
+  const uint8_t *hdr;
+  const int32_t *entries;   /* count pairs (initial location, FDE), datarel sdata4 */
+  uint64_t count;
 };
 
-static int search_fde(const uint8_t *hdr, uintptr_t addr, struct extent_query *q)
+static int open_table(const uint8_t *hdr, struct fde_table *t)
 {
   if (hdr[0] != 1)
     return -1;
@@ -156,19 +156,37 @@ static int search_fde(const uint8_t *hdr, uintptr_t addr, struct extent_query *q
     return -1;
   struct cursor c = {hdr + 4, hdr + 4 + 32, 0};
   read_encoded(&c, ptr_enc, (uintptr_t)hdr);
-  uint64_t count = read_encoded(&c, count_enc, (uintptr_t)hdr);
-  if (c.bad || count == 0)
+  t->count = read_encoded(&c, count_enc, (uintptr_t)hdr);
+  if (c.bad || t->count == 0)
     return -1;
-  const int32_t *table = (const int32_t *)c.p;
-  uint64_t lo = 0, hi = count;
+  t->hdr = hdr;
+  t->entries = (const int32_t *)c.p;
+  return 0;
+}
+
+static uintptr_t entry_location(const struct fde_table *t, uint64_t i)
+{
+  return (uintptr_t)t->hdr + (intptr_t)t->entries[2 * i];
+}
+
+/* Index of the last entry starting at or below addr (0 if none). */
+static uint64_t entry_below(const struct fde_table *t, uintptr_t addr)
+{
+  uint64_t lo = 0, hi = t->count;
   while (hi - lo > 1) {
     uint64_t mid = lo + (hi - lo) / 2;
-    if ((uintptr_t)hdr + (intptr_t)table[2 * mid] <= addr)
+    if (entry_location(t, mid) <= addr)
       lo = mid;
     else
       hi = mid;
   }
-  const uint8_t *fde = hdr + table[2 * lo + 1];
+  return lo;
+}
+
+/* [begin, begin+range) of entry i's FDE. */
+static int entry_extent(const struct fde_table *t, uint64_t i, uintptr_t *begin, size_t *range)
+{
+  const uint8_t *fde = t->hdr + t->entries[2 * i + 1];
   struct cursor f = {fde, fde + 12 + 64, 0};
   uint32_t len = (uint32_t)read_fixed(&f, 4, 0);
   if (len == 0 || len == 0xffffffffu)
@@ -178,20 +196,21 @@ static int search_fde(const uint8_t *hdr, uintptr_t addr, struct extent_query *q
   uint8_t enc;
   if (cie_fde_encoding(cie_ptr_field - cie_off, &enc) != 0)
     return -1;
-  uintptr_t begin = (uintptr_t)read_encoded(&f, enc, (uintptr_t)hdr);
-  uint64_t range = read_encoded(&f, enc & 0x0f, 0);
-  if (f.bad || addr < begin || addr >= begin + range)
-    return -1;
-  q->start = begin;
-  q->size = (size_t)range;
-  q->found = 1;
-  return 0;
+  *begin = (uintptr_t)read_encoded(&f, enc, (uintptr_t)t->hdr);
+  *range = (size_t)read_encoded(&f, enc & 0x0f, 0);
+  return f.bad ? -1 : 0;
 }
 
-static int visit_module(struct dl_phdr_info *info, size_t size, void *arg)
+struct table_query {
+  uintptr_t addr;
+  struct fde_table table;
+  int found;
+};
+
+static int find_module_table(struct dl_phdr_info *info, size_t size, void *arg)
 {
   (void)size;
-  struct extent_query *q = arg;
+  struct table_query *q = arg;
   const ElfW(Phdr) *eh = NULL;
   int contains = 0;
   for (int i = 0; i < info->dlpi_phnum; i++) {
@@ -204,18 +223,49 @@ static int visit_module(struct dl_phdr_info *info, size_t size, void *arg)
   }
   if (!contains)
     return 0;
-  if (eh)
-    search_fde((const uint8_t *)(info->dlpi_addr + eh->p_vaddr), q->addr, q);
+  q->found = eh && open_table((const uint8_t *)(info->dlpi_addr + eh->p_vaddr), &q->table) == 0;
   return 1;
+}
+
+/* The unwind search table of the module containing addr. The table lives in
+ * the module's mapped image, so it stays valid while the module is loaded. */
+static int module_table(uintptr_t addr, struct fde_table *t)
+{
+  struct table_query q = {addr, {0}, 0};
+  dl_iterate_phdr(find_module_table, &q);
+  if (!q.found)
+    return -1;
+  *t = q.table;
+  return 0;
 }
 
 int hook_unwind_extent(uintptr_t addr, uintptr_t *start, size_t *size)
 {
-  struct extent_query q = {addr, 0, 0, 0};
-  dl_iterate_phdr(visit_module, &q);
-  if (!q.found)
+  struct fde_table t;
+  uintptr_t begin;
+  size_t range;
+  if (module_table(addr, &t) != 0 || entry_extent(&t, entry_below(&t, addr), &begin, &range) != 0 ||
+      addr < begin || addr >= begin + range)
     return -1;
-  *start = q.start;
-  *size = q.size;
+  *start = begin;
+  *size = range;
+  return 0;
+}
+
+int hook_unwind_each(uintptr_t lo, uintptr_t hi,
+                     int (*fn)(uintptr_t start, size_t size, void *arg), void *arg)
+{
+  struct fde_table t;
+  if (module_table(lo, &t) != 0)
+    return -1;
+  for (uint64_t i = entry_below(&t, lo); i < t.count && entry_location(&t, i) < hi; i++) {
+    uintptr_t begin;
+    size_t range;
+    if (entry_extent(&t, i, &begin, &range) == 0 && begin + range > lo) {
+      int r = fn(begin, range, arg);
+      if (r)
+        return r;
+    }
+  }
   return 0;
 }
