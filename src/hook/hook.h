@@ -8,6 +8,21 @@
  * Thread-safety: hook_install() serialises itself; it must not run while another
  * thread may be executing the very bytes it patches (install hooks at start-up or
  * on a library that was just loaded). No libc allocation happens on any path.
+ *
+ * Notes for callers (docs/hook-engine.md has the details):
+ * - out->original, out->chain, out->trampoline and out->patched_bytes are all
+ *   written BEFORE the patch goes live, so a replacement that reads out->chain
+ *   may be entered the moment the jump is in place. A failed install never
+ *   clears the chain of a hook that is already live (passing the same result
+ *   again after a dlopen is safe).
+ * - Two names for one function (glibc: aligned_alloc is memalign) give
+ *   HOOK_ERR_ALREADY_HOOKED on the second install, with out->chain = the first
+ *   hook's chain; calls under either name reach the FIRST replacement.
+ * - While installing, the engine itself calls dlopen (only when spec->library
+ *   is set), dlsym/dlvsym, dladdr1, dl_iterate_phdr, open/read/close, mmap,
+ *   munmap, mprotect, memfd_create, ftruncate, getpid: hooks on any of these must
+ *   pass straight through while the caller's re-entrancy guard is set.
+ * - Not async-signal-safe (takes the loader lock).
  */
 #ifndef IGPROF_HOOK_H
 #define IGPROF_HOOK_H
