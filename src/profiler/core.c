@@ -75,9 +75,27 @@ int igprof_thread_prepare(void)
 static struct { void *original, *chain; } own_hooks[MAX_OWN_HOOKS];
 static int own_hook_count;
 
+/* A non-PIE executable that takes a libc function's address exports a
+ * "canonical PLT" stub under that name, and a global lookup finds the stub
+ * (a single indirect jmp through the GOT, optionally after endbr64/bnd).
+ * Patching it would catch only the executable's own calls: hook the
+ * definition in libc instead. */
+static int is_plt_stub(const unsigned char *p)
+{
+  if (p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa) p += 4; /* endbr64 */
+  if (p[0] == 0xf2) ++p;                                                    /* bnd */
+  return p[0] == 0xff && p[1] == 0x25;                                      /* jmp *disp32(%rip) */
+}
+
 void *igprof_hook(const char *module, const char *function, void *replacement, int required)
 {
   struct hook_spec spec = {.function = function, .replacement = replacement};
+  size_t size;
+  void *global = hook_lookup(function, NULL, NULL, &size);
+  if (global && is_plt_stub(global)) {
+    spec.library = "libc.so.6";
+    igprof_debug("%s: %s is a PLT stub in the executable; hooking libc's", module, function);
+  }
   struct hook_result res;
   memset(&res, 0, sizeof res);
   enum hook_status st = hook_install(&spec, &res);
