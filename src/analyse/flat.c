@@ -101,6 +101,7 @@ void flat_build(struct flat_profile *fp, const struct call_tree *t, struct symta
   size_t depth = 0, cap = 0;
   memset(fp, 0, sizeof(*fp));
   fp->is_max = t->is_max;
+  fp->node_sym = xmalloc(t->count * sizeof(*fp->node_sym));
   idmap_init(&fp->edge_map);
   idmap_init(&b.recursion);
 
@@ -116,6 +117,7 @@ void flat_build(struct flat_profile *fp, const struct call_tree *t, struct symta
     }
     const struct tree_node *n = &t->nodes[it.node];
     uint32_t rsym = report_symbol(&b, n->sym);
+    fp->node_sym[it.node] = rsym;
     uint32_t e = entry_for(&b, rsym, n->depth + 1);
     GROW(entry_stack, entry_cap, (size_t) n->depth + 1);
     entry_stack[n->depth] = e;
@@ -170,7 +172,7 @@ void flat_rank(struct flat_profile *fp, struct symtab *st, int ascending)
 
 void flat_free(struct flat_profile *fp)
 {
-  free(fp->entries); free(fp->edges); free(fp->by_sym); free(fp->order);
+  free(fp->entries); free(fp->edges); free(fp->by_sym); free(fp->order); free(fp->node_sym);
   idmap_free(&fp->edge_map);
   memset(fp, 0, sizeof(*fp));
 }

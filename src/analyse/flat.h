@@ -30,6 +30,7 @@ struct flat_profile {
   struct idmap edge_map;    /* (caller << 32 | callee) -> edge */
   uint32_t *by_sym; size_t by_sym_cap;   /* sym -> entry + 1 */
   uint32_t *order;          /* entries in rank order */
+  uint32_t *node_sym;       /* tree node -> report symbol (name'k under recursion) */
   int64_t totals, totfreq;  /* the root's cumulative value and ticks */
   int is_max;
 };

@@ -372,7 +372,11 @@ static void parse_fn_definition(struct reader *rd, char **pp, int64_t id)
     char *end = field_end(++p, "+");
     if (!end) parse_error(rd, "malformed file definition: missing ')+' after the path");
     size_t len = decode_name(p, (size_t) (end - p));
-    file = symtab_file(rd->st, p, len);
+    /* Like IgProf, canonicalise paths that exist here, so one library seen
+     * through two paths (/lib vs /usr/lib) is one library. */
+    char *real = *p == '/' ? realpath(p, NULL) : NULL;
+    file = real ? symtab_file(rd->st, real, strlen(real)) : symtab_file(rd->st, p, len);
+    free(real);
     idmap_put(&rd->file_ids, (uint64_t) fid, file);
     p = end + 1;
   } else if (!idmap_get(&rd->file_ids, (uint64_t) fid, &file)) {

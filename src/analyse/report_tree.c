@@ -97,7 +97,9 @@ void report_tree(const struct report *r)
      * ancestor still has children to print */
     for (size_t i = 0; i < depth; ++i)
       fputs(stack[i].next < stack[i].nkids || i + 1 == depth ? " |" : "  ", r->out);
-    fprintf(r->out, "->(%.2f) %s\n", pct_of(t->nodes[node].ccnt, total), symtab_display(r->st, t->nodes[node].sym));
+    /* As IgProf: the percentage is shown for nodes with a self value. */
+    if (t->nodes[node].cnt) fprintf(r->out, "->(%.2f) ", pct_of(t->nodes[node].ccnt, total));
+    fprintf(r->out, "%s\n", symtab_display(r->st, r->flat->node_sym[node]));
     GROW(stack, cap, depth + 1);
     struct tree_frame *f = &stack[depth];
     f->nkids = kept_children(r, node, &f->kids, &f->cap);
@@ -137,7 +139,7 @@ void report_top(const struct report *r, size_t n)
     fprintf(r->out, "## Entry %zu (%s %s)\n", i + 1, v, unit);
     int j = 0;
     for (uint32_t p = ids[i];; p = t->nodes[p].parent) {
-      fprintf(r->out, "#%d %s\n", j++, symtab_display(r->st, t->nodes[p].sym));
+      fprintf(r->out, "#%d %s\n", j++, symtab_display(r->st, r->flat->node_sym[p]));
       if (p == 0) break;
     }
     fputc('\n', r->out);
