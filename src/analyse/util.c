@@ -262,10 +262,32 @@ int format_thousands_2dp(char *buf, size_t cap, double v)
   return len;
 }
 
+/* Length of the valid UTF-8 sequence at p (1-4), or 0 if it is not one. */
+static int utf8_sequence(const unsigned char *p)
+{
+  int n;
+  unsigned min;
+  unsigned cp;
+  if (p[0] < 0x80) return 1;
+  if ((p[0] & 0xe0) == 0xc0) { n = 2; cp = p[0] & 0x1f; min = 0x80; }
+  else if ((p[0] & 0xf0) == 0xe0) { n = 3; cp = p[0] & 0x0f; min = 0x800; }
+  else if ((p[0] & 0xf8) == 0xf0) { n = 4; cp = p[0] & 0x07; min = 0x10000; }
+  else return 0;
+  for (int i = 1; i < n; ++i) {
+    if ((p[i] & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (p[i] & 0x3f);
+  }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
 void json_write_string(FILE *out, const char *s)
 {
   fputc('"', out);
-  for (const unsigned char *p = (const unsigned char *) s; *p; ++p) {
+  for (const unsigned char *p = (const unsigned char *) s; *p;) {
+    int n = utf8_sequence(p);
+    if (n == 0) { fputs("\\ufffd", out); ++p; continue; }   /* not UTF-8: replacement char */
+    if (n > 1) { fwrite(p, 1, (size_t) n, out); p += n; continue; }
     switch (*p) {
     case '"': fputs("\\\"", out); break;
     case '\\': fputs("\\\\", out); break;
@@ -276,6 +298,7 @@ void json_write_string(FILE *out, const char *s)
       if (*p < 0x20 || *p == 0x7f) fprintf(out, "\\u%04x", *p);
       else fputc(*p, out);
     }
+    ++p;
   }
   fputc('"', out);
 }
