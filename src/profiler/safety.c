@@ -245,7 +245,13 @@ static int hook_dlclose(void *h)
 
 int igprof_safety_start(void)
 {
-  static const int fatal[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
+  /* Every signal whose default action ends the process, so that a program
+   * killed by Ctrl-C, SIGTERM or SIGPIPE in a pipeline still leaves its dump.
+   * SIGPROF and SIGVTALRM are left to a sampler; real-time signals to the
+   * application. */
+  static const int fatal[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTRAP, SIGSYS,
+                              SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM, SIGALRM, SIGUSR1,
+                              SIGUSR2, SIGXCPU, SIGXFSZ, SIGSTKFLT, SIGPWR};
   pthread_key_create(&thread_key, thread_exit);
   pthread_setspecific(thread_key, (void *) 1);
   atexit(at_exit);

@@ -170,6 +170,27 @@ def scenario_segv(a):
     eq((r.returncode, r.stdout), (7, 'handler ran\n'), 'application SIGSEGV handler runs')
 
 
+def scenario_signals(a):
+    # terminated by SIGTERM (default action): dump first, then the same death
+    p = subprocess.Popen([a.memtest, 'wait', 'ready'], env=dict(os.environ, LD_PRELOAD=a.lib, IGPROF='mem'))
+    for _ in range(500):
+        if os.path.exists('ready'):
+            break
+        time.sleep(0.01)
+    p.send_signal(signal.SIGTERM)
+    eq(p.wait(timeout=60), -signal.SIGTERM, 'death by SIGTERM kept')
+    d = one_dump('igprof.memtest.*')
+    if d:
+        expect_mem(d, {'exit_alloc': (2, 8192, 4096, 2, 8192)})
+    for f in glob.glob('*'):
+        os.unlink(f)
+    # SIGPIPE in a pipeline: `yes` dies of it and still leaves its dump
+    r = run([a.igprof, '-mp', 'sh', '-c', 'yes | head -2'])
+    eq((r.returncode, r.stdout), (0, 'y\ny\n'), 'pipeline output')
+    progs = sorted(igdump.Dump(f).program for f in dumps('igprof.*'))
+    check('yes' in progs and 'head' in progs, f'dumps of yes and head: {progs}')
+
+
 def scenario_contract(a):
     native = run([a.memtest, 'contract'])
     prof = run([a.igprof, '-mp', a.memtest, 'contract'])
