@@ -1,0 +1,237 @@
+/* Programs with CPU splits known by construction, for the sampler's tests.
+ *
+ *   cputest ratio       burn_three does 3 times the work of burn_one
+ *   cputest threads     two threads do the same work in thread_burn_a/_b
+ *   cputest afterjoin   a worker burns and exits; then main burns as much
+ *   cputest sleephalf   a thread spins 50 ms then sleeps 50 ms, 12 times
+ *   cputest robust      own SIGPROF handler and ITIMER_PROF, blocked signals,
+ *                       alarm, the profiler's own signal number, fork loop,
+ *                       100 threads: prints what it saw (same under igprof)
+ *   cputest enable      burns in burn_off with sampling disabled by
+ *                       igprof_disable (if the runtime is there), then in
+ *                       burn_on after igprof_enable
+ *
+ * Work is counted in loop iterations, never in time, except in sleephalf
+ * where the split itself is wall-clock time.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define UNIT 20000000L /* iterations in one unit of work (about 20-40 ms) */
+
+static volatile unsigned long sink;
+
+static __attribute__((noinline)) void spin(long n)
+{
+  unsigned long x = sink;
+  for (long i = 0; i < n; ++i) x = x * 6364136223846793005UL + 1442695040888963407UL;
+  sink = x;
+}
+
+/* Each burner runs its own loop, so its samples have it as frame 0. */
+#define BURNER(name)                                                             \
+  static __attribute__((noinline)) void name(long units)                         \
+  {                                                                              \
+    unsigned long x = sink;                                                      \
+    for (long i = 0; i < units * UNIT; ++i) x = x * 6364136223846793005UL + 1;   \
+    sink = x;                                                                    \
+  }
+BURNER(burn_one)
+BURNER(burn_three)
+BURNER(thread_burn_a)
+BURNER(thread_burn_b)
+BURNER(worker_burn)
+BURNER(after_join)
+BURNER(burn_off)
+BURNER(burn_on)
+
+static __attribute__((noinline)) void ratio(void)
+{
+  for (int i = 0; i < 10; ++i) {
+    burn_three(3);
+    burn_one(1);
+  }
+}
+
+static void *thread_a(void *p) { thread_burn_a((long) p); return NULL; }
+static void *thread_b(void *p) { thread_burn_b((long) p); return NULL; }
+
+static void threads(void)
+{
+  pthread_t a, b;
+  pthread_create(&a, NULL, thread_a, (void *) 20L);
+  pthread_create(&b, NULL, thread_b, (void *) 20L);
+  pthread_join(a, NULL);
+  pthread_join(b, NULL);
+}
+
+static void *worker(void *p) { worker_burn((long) p); return NULL; }
+
+static void afterjoin(void)
+{
+  pthread_t w;
+  pthread_create(&w, NULL, worker, (void *) 20L);
+  pthread_join(w, NULL);
+  after_join(20);
+}
+
+static double now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static __attribute__((noinline)) void spin_wall(double seconds)
+{
+  double end = now() + seconds;
+  while (now() < end) spin(1000);
+}
+
+static __attribute__((noinline)) void sleep_wall(double seconds)
+{
+  struct timespec ts = {0, (long) (seconds * 1e9)};
+  /* One call: under -pr it must not be cut short. */
+  if (nanosleep(&ts, NULL) != 0) printf("nanosleep: %s\n", strerror(errno));
+}
+
+static void *sleeper(void *p)
+{
+  (void) p;
+  for (int i = 0; i < 12; ++i) {
+    spin_wall(0.05);
+    sleep_wall(0.05);
+  }
+  return NULL;
+}
+
+static void sleephalf(void)
+{
+  pthread_t t;
+  pthread_create(&t, NULL, sleeper, NULL);
+  pthread_join(t, NULL);
+}
+
+/* ---- robust ---------------------------------------------------------- */
+
+static volatile sig_atomic_t prof_hits, alarm_hits, rt_hits;
+static void on_prof(int sig) { (void) sig; prof_hits++; }
+static void on_alarm(int sig) { (void) sig; alarm_hits++; }
+static void on_rt(int sig, siginfo_t *si, void *uc) { (void) sig; (void) uc; if (si->si_value.sival_int == 42) rt_hits++; }
+
+static void *count_thread(void *p) { spin(10000); return (void *) ((long) p * 2); }
+
+static void robust(void)
+{
+  /* The application's own profiling timer and handler. */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_prof;
+  sigaction(SIGPROF, &sa, NULL);
+  struct itimerval it = {{0, 10000}, {0, 10000}};
+  setitimer(ITIMER_PROF, &it, NULL);
+  while (prof_hits < 5) spin(100000);
+  memset(&it, 0, sizeof it);
+  setitimer(ITIMER_PROF, &it, NULL);
+  printf("SIGPROF handler ran: %s\n", prof_hits >= 5 ? "yes" : "no");
+
+  /* Every real-time signal gets a handler of the application's; sigqueue to
+   * each must reach it. */
+  int rt_ok = 1;
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) {
+    struct sigaction r, back;
+    memset(&r, 0, sizeof r);
+    r.sa_sigaction = on_rt;
+    r.sa_flags = SA_SIGINFO;
+    sigaction(sig, &r, NULL);
+    sigaction(sig, NULL, &back);
+    rt_hits = 0;
+    sigqueue(getpid(), sig, (union sigval) {.sival_int = 42});
+    if (rt_hits != 1 || back.sa_sigaction != on_rt) rt_ok = 0;
+  }
+  printf("real-time signals reach the application: %s\n", rt_ok ? "yes" : "no");
+  spin(5 * UNIT); /* sampling goes on with the application's handlers installed */
+
+  /* Block everything for a while, then look at the mask it reads back. */
+  sigset_t all, old, back;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, &old);
+  spin(3 * UNIT);
+  sigprocmask(SIG_SETMASK, NULL, &back);
+  printf("SIGUSR1 blocked: %s\n", sigismember(&back, SIGUSR1) ? "yes" : "no");
+  sigprocmask(SIG_SETMASK, &old, NULL);
+
+  /* alarm + pause. */
+  signal(SIGALRM, on_alarm);
+  alarm(1);
+  while (!alarm_hits) pause();
+  printf("alarm: %d\n", (int) alarm_hits);
+
+  /* fork in a loop; every child does some work and exits with its number. */
+  int sum = 0;
+  for (int i = 0; i < 20; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      spin(UNIT / 4);
+      _exit(i);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+      ;
+    if (WIFEXITED(st)) sum += WEXITSTATUS(st);
+  }
+  printf("children: sum of exit statuses %d\n", sum);
+
+  /* 100 threads started and joined. */
+  long total = 0;
+  for (int round = 0; round < 10; ++round) {
+    pthread_t t[10];
+    for (long i = 0; i < 10; ++i) pthread_create(&t[i], NULL, count_thread, (void *) (round * 10 + i));
+    for (int i = 0; i < 10; ++i) {
+      void *r;
+      pthread_join(t[i], &r);
+      total += (long) r;
+    }
+  }
+  printf("threads: %ld\n", total);
+  exit(7);
+}
+
+/* ---- enable / disable ------------------------------------------------- */
+
+static void enable(void)
+{
+  int (*off)(void) = (int (*)(void)) dlsym(RTLD_DEFAULT, "igprof_disable");
+  void (*on)(void) = (void (*)(void)) dlsym(RTLD_DEFAULT, "igprof_enable");
+  printf("API: %s\n", off && on ? "found" : "missing");
+  if (off) printf("igprof_disable: was %d\n", off());
+  burn_off(10);
+  if (on) on();
+  burn_on(10);
+}
+
+int main(int argc, char **argv)
+{
+  const char *what = argc > 1 ? argv[1] : "";
+  if (!strcmp(what, "ratio")) ratio();
+  else if (!strcmp(what, "threads")) threads();
+  else if (!strcmp(what, "afterjoin")) afterjoin();
+  else if (!strcmp(what, "sleephalf")) sleephalf();
+  else if (!strcmp(what, "robust")) robust();
+  else if (!strcmp(what, "enable")) enable();
+  else {
+    fprintf(stderr, "usage: cputest ratio|threads|afterjoin|sleephalf|robust|enable\n");
+    return 2;
+  }
+  return 0;
+}
