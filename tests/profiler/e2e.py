@@ -334,6 +334,23 @@ def scenario_cxx(a):
     eq(caller_of('__cxa_allocate_exception', '_Z7throweri')[0::2], [5, 0], 'five exceptions, all freed')
 
 
+def scenario_sample(a):
+    # examples/sample.c, the demo program: figures derived from its code
+    r = run([a.igprof, '-mp', a.sample])
+    eq((r.returncode, r.stdout), (0, '5001 distinct words\n'), 'sample output')
+    d = one_dump('igprof.sample.*')
+    words = [f'w{i}' for i in range(5000)] + ['common']
+    copies = sum(len(w) + 1 for w in words)
+    sizes = [4 * (2 * i if i else 1) for i in range(100000) if i & (i - 1) == 0]
+    expect_mem(d, {
+        'add_word': (5001, 5001 * 24, 24, 5001, 5001 * 24),
+        'strdup': (5001, copies, max(len(w) + 1 for w in words), 5001, copies),
+        'read_text': (5000, 5000 * 256, 256, 0, 0),
+        'grow_array': (len(sizes), sum(sizes), max(sizes), 0, 0),
+    })
+    eq(leaf_stack(d, 'strdup')[:4], ['strdup', 'add_word', 'read_text', 'main'], 'strdup stack')
+
+
 SCENARIOS = {k[len('scenario_'):]: v for k, v in globals().items() if k.startswith('scenario_')}
 
 
@@ -347,6 +364,7 @@ def main():
     a.lib = os.path.abspath(os.path.join(a.bin, '..', 'lib', 'igprof', 'libigprof.so'))
     a.memtest = os.path.join(os.path.abspath(a.progs), 'memtest')
     a.cxxtest = os.path.join(os.path.abspath(a.progs), 'cxxtest')
+    a.sample = os.path.join(os.path.abspath(a.bin), '..', 'examples', 'sample')
     with tempfile.TemporaryDirectory(prefix='igprof-e2e-') as tmp:
         os.chdir(tmp)
         SCENARIOS[a.scenario](a)
