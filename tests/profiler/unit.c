@@ -1,0 +1,301 @@
+/* Unit tests of the runtime's pieces, linked against their objects:
+ *   unit options | format | live | tree
+ * Each prints what it checked and exits non-zero on the first mismatch. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "options.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                   \
+  do {                                                     \
+    if (!(cond)) {                                         \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                        \
+      fputc('\n', stderr);                                 \
+      failures++;                                          \
+    }                                                      \
+  } while (0)
+
+/* ---------------------------------------------------------------- */
+
+struct collected {
+  char text[2048];
+};
+
+static int collect(void *ctx, const struct igprof_token *t, char *err, size_t errlen)
+{
+  struct collected *c = ctx;
+  if (strcmp(t->module, "reject") == 0) {
+    snprintf(err, errlen, "rejected by callback");
+    return -1;
+  }
+  size_t n = strlen(c->text);
+  snprintf(c->text + n, sizeof c->text - n, "[%s|%s|%s%s]", t->module, t->key, t->has_value ? "=" : "",
+           t->value);
+  return 0;
+}
+
+static void parse_ok(const char *in, const char *want)
+{
+  struct igprof_token tok;
+  struct collected c = {""};
+  char err[256];
+  int rc = igprof_options_parse(in, &tok, collect, &c, err, sizeof err);
+  CHECK(rc == 0, "parse '%s' failed: %s", in, err);
+  CHECK(strcmp(c.text, want) == 0, "parse '%s': got %s, want %s", in, c.text, want);
+}
+
+static void parse_bad(const char *in, const char *want_err)
+{
+  struct igprof_token tok;
+  struct collected c = {""};
+  char err[256];
+  int rc = igprof_options_parse(in, &tok, collect, &c, err, sizeof err);
+  CHECK(rc == -1, "parse '%s' should fail", in);
+  CHECK(strcmp(err, want_err) == 0, "parse '%s': error '%s', want '%s'", in, err, want_err);
+}
+
+static void test_options(void)
+{
+  parse_ok("", "");
+  parse_ok("  ,, ", "");
+  parse_ok("mem", "[mem||]");
+  parse_ok("mem,perf:real  mem:overhead=delta", "[mem||][perf|real|][mem|overhead|=delta]");
+  parse_ok("igprof:out='|gzip -c > x, y.gz'", "[igprof|out|=|gzip -c > x, y.gz]");
+  parse_ok("igprof:out='it\\'s \\\\ here'", "[igprof|out|=it's \\ here]");
+  parse_ok("igprof:depth=512\tigprof:debug", "[igprof|depth|=512][igprof|debug|]");
+  parse_bad("Mem", "column 1: option name expected");
+  parse_bad("mem:", "column 5: option name expected after ':'");
+  parse_bad("mem=1", "column 4: a module token takes no value");
+  parse_bad("igprof:out='x", "column 12: unterminated quoted value");
+  parse_bad("igprof:out='x'y", "column 15: separator expected after quoted value");
+  parse_bad("igprof:out=", "column 12: empty value after '='");
+  parse_bad("igprof:out=a'b", "column 13: quote, backslash or '=' in an unquoted value");
+  parse_bad("memory:x:y", "column 9: unexpected character");
+  parse_bad("mem reject", "column 5: rejected by callback");
+
+  char q[64];
+  igprof_options_quote(q, sizeof q, "a'b\\c");
+  CHECK(strcmp(q, "'a\\'b\\\\c'") == 0, "quote: %s", q);
+  /* quote and parse are inverse */
+  char text[128];
+  snprintf(text, sizeof text, "igprof:out=%s", q);
+  parse_ok(text, "[igprof|out|=a'b\\c]");
+
+  CHECK(igprof_options_signal("USR1") == SIGUSR1, "USR1");
+  CHECK(igprof_options_signal("SIGUSR2") == SIGUSR2, "SIGUSR2");
+  CHECK(igprof_options_signal("10") == 10, "10");
+  CHECK(igprof_options_signal("RTMIN+2") == SIGRTMIN + 2, "RTMIN+2");
+  CHECK(igprof_options_signal("KILL") == -1, "KILL refused");
+  CHECK(igprof_options_signal("SEGV") == -1, "SEGV refused (owned)");
+  CHECK(igprof_options_signal("FOO") == -1, "FOO");
+  CHECK(igprof_options_signal("99") == -1, "99");
+  CHECK(igprof_options_int("256", 1, 65536) == 256, "256");
+  CHECK(igprof_options_int("0", 1, 65536) == -1, "0 out of range");
+  CHECK(igprof_options_int("12x", 1, 65536) == -1, "12x");
+  CHECK(igprof_options_int("99999999999999999999", 1, 65536) == -1, "overflow");
+}
+
+/* ---------------------------------------------------------------- */
+
+static void format_is(const char *got, const char *want)
+{
+  CHECK(strcmp(got, want) == 0, "format: got '%s', want '%s'", got, want);
+}
+
+static void test_format(void)
+{
+  char b[64], ref[64];
+  igprof_format(b, sizeof b, "%d %i %u %x", -42, 7, 4000000000u, 0xbeef);
+  format_is(b, "-42 7 4000000000 beef");
+  igprof_format(b, sizeof b, "%ld %lu %llx %zu", -9000000000L, 18446744073709551615UL, 0x123456789abcULL,
+                (size_t) 77);
+  format_is(b, "-9000000000 18446744073709551615 123456789abc 77");
+  snprintf(ref, sizeof ref, "%p", (void *) 0x7fff1234);
+  igprof_format(b, sizeof b, "%p", (void *) 0x7fff1234);
+  format_is(b, ref);
+  const char *volatile null_string = NULL; /* hidden from the format checker */
+  igprof_format(b, sizeof b, "%s|%.*s|%c|%%|%s", "abc", 2, "xyz", 'Q', null_string);
+  format_is(b, "abc|xy|Q|%|(null)");
+  size_t n = igprof_format(b, 8, "0123456789");
+  CHECK(n == 10 && strcmp(b, "0123456") == 0, "truncation: %zu '%s'", n, b);
+  igprof_format(b, sizeof b, "%d", (int) (-2147483647 - 1));
+  format_is(b, "-2147483648");
+}
+
+/* ---------------------------------------------------------------- */
+
+#define LIVE_THREADS 4
+#define LIVE_PER_THREAD 200000
+
+static uintptr_t live_keys[LIVE_THREADS][LIVE_PER_THREAD];
+static struct igprof_node fake_nodes[LIVE_THREADS];
+static pthread_barrier_t live_barrier;
+
+static void *live_worker(void *arg)
+{
+  int t = (int) (long) arg;
+  for (int i = 0; i < LIVE_PER_THREAD; ++i) {
+    live_keys[t][i] = ((uintptr_t) (t + 1) << 40) + (uintptr_t) i * 16;
+    igprof_live_insert(live_keys[t][i], &fake_nodes[t], (uint64_t) i);
+  }
+  pthread_barrier_wait(&live_barrier);
+  /* Remove the next thread's keys: every removal crosses threads. */
+  int v = (t + 1) % LIVE_THREADS;
+  long bad = 0;
+  for (int i = 0; i < LIVE_PER_THREAD; ++i) {
+    struct igprof_node *n;
+    uint64_t size;
+    if (i % 4 == 0) continue;
+    if (!igprof_live_remove(live_keys[v][i], &n, &size) || n != &fake_nodes[v] || size != (uint64_t) i) ++bad;
+  }
+  return (void *) bad;
+}
+
+struct live_sum {
+  uint64_t count, size_sum;
+};
+
+static void live_visit(void *arg, uintptr_t addr, struct igprof_node *node, uint64_t size)
+{
+  struct live_sum *s = arg;
+  (void) addr;
+  (void) node;
+  s->count++;
+  s->size_sum += size;
+}
+
+static void test_live(void)
+{
+  pthread_t th[LIVE_THREADS];
+  pthread_barrier_init(&live_barrier, NULL, LIVE_THREADS);
+  for (long t = 0; t < LIVE_THREADS; ++t) pthread_create(&th[t], NULL, live_worker, (void *) t);
+  long bad = 0;
+  for (int t = 0; t < LIVE_THREADS; ++t) {
+    void *r;
+    pthread_join(th[t], &r);
+    bad += (long) r;
+  }
+  CHECK(bad == 0, "%ld removals did not find their record", bad);
+  uint64_t want_count = (uint64_t) LIVE_THREADS * (LIVE_PER_THREAD / 4), want_size = 0;
+  for (int i = 0; i < LIVE_PER_THREAD; i += 4) want_size += (uint64_t) i * LIVE_THREADS;
+  CHECK(igprof_live_count() == want_count, "live count %llu, want %llu",
+        (unsigned long long) igprof_live_count(), (unsigned long long) want_count);
+  struct live_sum s = {0, 0};
+  igprof_live_foreach(live_visit, &s);
+  CHECK(s.count == want_count && s.size_sum == want_size, "foreach saw %llu blocks / %llu bytes",
+        (unsigned long long) s.count, (unsigned long long) s.size_sum);
+  /* Unknown and already-removed addresses are not found. */
+  struct igprof_node *n;
+  uint64_t size;
+  CHECK(!igprof_live_remove(0x12345670, &n, &size), "unknown address found");
+  CHECK(!igprof_live_remove(live_keys[1][1], &n, &size), "removed address found again");
+  /* Re-inserting a live address replaces its record (its free was missed). */
+  igprof_live_insert(live_keys[0][0], &fake_nodes[3], 999);
+  CHECK(igprof_live_remove(live_keys[0][0], &n, &size) && n == &fake_nodes[3] && size == 999, "replace");
+  CHECK(igprof_live_count() == want_count - 1, "count after replace+remove");
+}
+
+/* ---------------------------------------------------------------- */
+
+#define TREE_THREADS 4
+#define TREE_STACKS 64
+#define TREE_ROUNDS 2000
+
+static int tree_counter;
+
+/* Stack k: 6 frames, outermost 0x1000, then branching by k's bits. */
+static int make_stack(int k, uintptr_t *pcs)
+{
+  int n = 0;
+  uintptr_t outer[6] = {0x1000, 0x2000 + (uintptr_t) (k & 1), 0x3000 + (uintptr_t) (k & 3),
+                        0x4000 + (uintptr_t) (k & 7), 0x5000 + (uintptr_t) (k & 15), 0x6000 + (uintptr_t) k};
+  for (int i = 5; i >= 0; --i) pcs[n++] = outer[i];
+  return n;
+}
+
+static void *tree_worker(void *arg)
+{
+  int t = (int) (long) arg;
+  uintptr_t pcs[8];
+  igprof_tls.guard = 1;
+  igprof_thread_prepare();
+  for (int r = 0; r < TREE_ROUNDS; ++r) {
+    int k = (r * 7 + t * 13) % TREE_STACKS;
+    int n = make_stack(k, pcs);
+    struct igprof_node *leaf = igprof_tree_push(pcs, n, 0);
+    igprof_counter_add(leaf, tree_counter, 1, k + 1);
+  }
+  return NULL;
+}
+
+static void count_nodes(struct igprof_node *n, int depth, long *per_depth, int64_t *ticks, int64_t *value)
+{
+  for (struct igprof_node *c = atomic_load(&n->children); c; c = c->sibling) {
+    per_depth[depth]++;
+    struct igprof_counter_value *v = atomic_load(&c->counters);
+    if (v) {
+      *ticks += v[tree_counter].ticks;
+      *value += v[tree_counter].value;
+    }
+    for (struct igprof_node *d = c->sibling; d; d = d->sibling)
+      if (d->pc == c->pc) per_depth[7]++; /* duplicate sibling: must never happen */
+    count_nodes(c, depth + 1, per_depth, ticks, value);
+  }
+}
+
+static void test_tree(void)
+{
+  tree_counter = igprof_counter_define("TEST", IGPROF_COUNTER_TICK, 0);
+  pthread_t th[TREE_THREADS];
+  for (long t = 0; t < TREE_THREADS; ++t) pthread_create(&th[t], NULL, tree_worker, (void *) t);
+  for (int t = 0; t < TREE_THREADS; ++t) pthread_join(th[t], NULL);
+  long per_depth[8] = {0};
+  int64_t ticks = 0, value = 0, want_value = 0;
+  count_nodes(igprof_tree_root(), 0, per_depth, &ticks, &value);
+  long want[6] = {1, 2, 4, 8, 16, 64};
+  for (int d = 0; d < 6; ++d) CHECK(per_depth[d] == want[d], "depth %d: %ld nodes, want %ld", d, per_depth[d], want[d]);
+  CHECK(per_depth[7] == 0, "%ld duplicate children", per_depth[7]);
+  for (int t = 0; t < TREE_THREADS; ++t)
+    for (int r = 0; r < TREE_ROUNDS; ++r) want_value += (r * 7 + t * 13) % TREE_STACKS + 1;
+  CHECK(ticks == TREE_THREADS * TREE_ROUNDS && value == want_value, "ticks %lld value %lld, want %d %lld",
+        (long long) ticks, (long long) value, TREE_THREADS * TREE_ROUNDS, (long long) want_value);
+  /* A truncated stack hangs under the marker frame. */
+  uintptr_t pcs[8];
+  igprof_tls.guard = 1;
+  igprof_thread_prepare();
+  int n = make_stack(5, pcs);
+  struct igprof_node *leaf = igprof_tree_push(pcs, n, 1);
+  struct igprof_node *top = leaf;
+  while (top->parent != igprof_tree_root()) top = top->parent;
+  CHECK(top->pc == IGPROF_PC_TRUNCATED && leaf->pc == pcs[0], "truncation marker at the root");
+  igprof_tree_reset_counters(1u << tree_counter);
+  ticks = value = 0;
+  memset(per_depth, 0, sizeof per_depth);
+  count_nodes(igprof_tree_root(), 0, per_depth, &ticks, &value);
+  CHECK(ticks == 0 && value == 0, "reset left ticks %lld value %lld", (long long) ticks, (long long) value);
+}
+
+int main(int argc, char **argv)
+{
+  if (argc != 2) {
+    fprintf(stderr, "usage: unit options|format|live|tree\n");
+    return 2;
+  }
+  if (!strcmp(argv[1], "options")) test_options();
+  else if (!strcmp(argv[1], "format")) test_format();
+  else if (!strcmp(argv[1], "live")) test_live();
+  else if (!strcmp(argv[1], "tree")) test_tree();
+  else {
+    fprintf(stderr, "unknown test %s\n", argv[1]);
+    return 2;
+  }
+  printf("%s: %s\n", argv[1], failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
