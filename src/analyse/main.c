@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -202,10 +203,11 @@ static void write_report(struct options *o, struct report *r)
 
 int main(int argc, char **argv)
 {
-  static char outbuf[1 << 16];
+  static char outbuf[1 << 20];
   struct options o = { 0 };
   parse_args(&o, argc, argv);
   setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
+  __fsetlocking(stdout, FSETLOCKING_BYCALLER);   /* single-threaded: skip stdio locks */
 
   struct symtab st;
   symtab_init(&st, o.demangle);

@@ -66,6 +66,45 @@ size_t report_table(const struct report *r, uint32_t **rows)
   return n;
 }
 
+/* ---- output helpers: the call graph prints millions of cells, so no printf ---- */
+
+static const char spaces[] = "                                                                ";
+static const char dots[] = "................................................................";
+
+static void put_fill(FILE *out, const char *fill, int n)
+{
+  while (n > 0) {
+    int k = n < 64 ? n : 64;
+    fwrite(fill, 1, (size_t) k, out);
+    n -= k;
+  }
+}
+
+/* printf("%*s") and printf("%-*s") */
+static void put_right(FILE *out, int width, const char *s)
+{
+  size_t n = strlen(s);
+  put_fill(out, spaces, width - (int) n);
+  fwrite(s, 1, n, out);
+}
+
+static void put_left(FILE *out, int width, const char *s)
+{
+  size_t n = strlen(s);
+  fwrite(s, 1, n, out);
+  put_fill(out, spaces, width - (int) n);
+}
+
+static void put_rank(FILE *out, const char *prefix, uint32_t rank, const char *suffix)
+{
+  fputs(prefix, out);
+  char digits[16];
+  int n = 0;
+  do { digits[15 - n++] = (char) ('0' + rank % 10); rank /= 10; } while (rank);
+  fwrite(digits + 16 - n, 1, (size_t) n, out);
+  fputs(suffix, out);
+}
+
 /* ---- formatting ---- */
 
 static float percent(int64_t a, int64_t b)
@@ -90,7 +129,9 @@ static void print_pct(const struct report *r, float pct, const char *fmt)
 /* "%*s / %-*s" */
 static void print_fraction(FILE *out, int width, const char *n, const char *d)
 {
-  fprintf(out, "%*s / %-*s", width, n, width, d);
+  put_right(out, width, n);
+  fputs(" / ", out);
+  put_left(out, width, d);
 }
 
 struct layout { int maxval, maxcnt; };
@@ -226,7 +267,7 @@ static void print_other_row(const struct report *r, const struct layout *l, cons
   char a[64], b[64];
   fputs("        ", r->out);
   print_pct(r, report_edge_pct(r, row->edge), "%7.1f  ");
-  for (int i = 0; i < l->maxval; ++i) fputc('.', r->out);
+  put_fill(r->out, dots, l->maxval);
   fputs("  ", r->out);
   fmt_value(r, a, sizeof(a), row->edge->vals[0]);
   fmt_value(r, b, sizeof(b), other->cum[0]);
@@ -244,7 +285,9 @@ static void print_other_row(const struct report *r, const struct layout *l, cons
     print_fraction(r->out, l->maxcnt, a, b);
     fputs("  ", r->out);
   }
-  fprintf(r->out, "  %s [%u]", row_name(r, row->entry), other->rank);
+  fputs("  ", r->out);
+  fputs(row_name(r, row->entry), r->out);
+  put_rank(r->out, " [", other->rank, "]");
   print_lib(r, row->entry);
   fputc('\n', r->out);
 }
@@ -267,18 +310,23 @@ static void print_main_row(const struct report *r, const struct layout *l, uint3
   fprintf(r->out, "%-8s", rank);
   print_pct(r, report_entry_pct(r, en, 0), "%7.1f  ");
   fmt_value(r, a, sizeof(a), en->cum[0]);
-  fprintf(r->out, "%*s  ", l->maxval, a);
+  put_right(r->out, l->maxval, a);
+  fputs("  ", r->out);
   fmt_value(r, a, sizeof(a), en->self[0]);
   fmt_value(r, b, sizeof(b), kids);
   print_fraction(r->out, l->maxval, a, b);
   fputs("  ", r->out);
   if (r->show_calls) {
     fmt_count(a, sizeof(a), en->cum[1]);
-    fprintf(r->out, "%*s  %*s   ", l->maxcnt, a, l->maxcnt, "");
+    put_right(r->out, l->maxcnt, a);
+    fputs("  ", r->out);
+    put_fill(r->out, spaces, l->maxcnt + 3);
   }
   if (r->show_paths) {
     fmt_count(a, sizeof(a), en->self[2]);
-    fprintf(r->out, "%*s  %*s   ", l->maxcnt, a, l->maxcnt, "");
+    put_right(r->out, l->maxcnt, a);
+    fputs("  ", r->out);
+    put_fill(r->out, spaces, l->maxcnt + 3);
   }
   fputs(row_name(r, e), r->out);
   print_lib(r, e);

@@ -236,15 +236,19 @@ static int group_digits(char *buf, size_t cap, int negative, const char *digits,
     tmp[o++] = digits[i];
   }
   tmp[o] = 0;
-  return snprintf(buf, cap, "%s", tmp);
+  if ((size_t) o >= cap) return snprintf(buf, cap, "%s", tmp);
+  memcpy(buf, tmp, (size_t) o + 1);
+  return o;
 }
 
+/* Called for every number of a report: no printf. */
 int format_thousands(char *buf, size_t cap, int64_t v)
 {
   char digits[32];
   uint64_t mag = v < 0 ? (uint64_t) 0 - (uint64_t) v : (uint64_t) v;
-  int n = snprintf(digits, sizeof(digits), "%" PRIu64, mag);
-  return group_digits(buf, cap, v < 0, digits, n);
+  int n = 0;
+  do { digits[sizeof(digits) - 1 - n++] = (char) ('0' + mag % 10); mag /= 10; } while (mag);
+  return group_digits(buf, cap, v < 0, digits + sizeof(digits) - n, n);
 }
 
 int format_thousands_2dp(char *buf, size_t cap, double v)

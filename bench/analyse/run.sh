@@ -1,0 +1,26 @@
+#!/bin/sh
+# Time and peak RSS of igprof-analyse on dumps with one million distinct leaf
+# stacks (3.3 million tree nodes): a program-like call graph, and the worst
+# case where nearly every tree edge is a distinct caller/callee pair.
+# Usage: bench/analyse/run.sh [BUILD_DIR]   (default: build)
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:-$here/../../build}
+bin=$build/bin/igprof-analyse
+tmp=${TMPDIR:-/tmp}/igprof-analyse-bench
+mkdir -p "$tmp"
+for mode in callgraph random; do
+  dump=$tmp/$mode.dump.gz
+  if [ ! -f "$dump" ]; then
+    python3 "$here/gen_dump.py" "$tmp/$mode.dump" 10 6 3 20000 "$mode"
+    gzip -f -1 "$tmp/$mode.dump"
+  fi
+  echo "== $mode: $(gzip -dc "$dump" | wc -l) lines, $(gzip -dc "$dump" | grep -c ' V0') leaf stacks, $(wc -c < "$dump") bytes gzipped"
+  for opts in "" "-r MEM_LIVE" "--sqlite $tmp/out.sql3" "--top 10" "--flame"; do
+    rm -f "$tmp/out.sql3"
+    # shellcheck disable=SC2086
+    /usr/bin/time -f "%e s  %M KiB  igprof-analyse $opts ($mode)" "$bin" $opts "$dump" > "$tmp/out.txt"
+    echo "   report: $(wc -c < "$tmp/out.txt") bytes"
+  done
+done
+rm -f "$tmp/out.txt" "$tmp/out.sql3"
