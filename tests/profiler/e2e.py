@@ -106,6 +106,21 @@ def scenario_basic(a):
     eq(d.period, 0.0, 'T= for a memory profile')
 
 
+def glibc_usable(n):
+    # glibc malloc: chunk = request + 8 bytes of header, 16-aligned, at least 32
+    return max(32, (n + 8 + 15) & ~15) - 8
+
+
+def scenario_overhead(a):
+    for mode in ('include', 'delta'):
+        r = run([a.igprof, '-mp', '-mo', mode, '-o', mode, a.memtest, 'basic'])
+        eq(r.returncode, 0, f'-mo {mode}: exit status')
+        d = igdump.Dump(mode)
+        size = glibc_usable if mode == 'include' else (lambda n: glibc_usable(n) - n)
+        expect_leaves(d, {'do_malloc': (6, size(100) + 5 * size(33)), 'do_calloc': (1, size(300))}, 'MEM_TOTAL')
+        expect_leaves(d, {'do_malloc': (5, 5 * size(33))}, 'MEM_LIVE')
+
+
 def scenario_threads(a):
     r = run([a.igprof, '-mp', a.memtest, 'threads'])
     eq(r.returncode, 0, 'exit status')
