@@ -207,6 +207,7 @@ static void read_identity(void)
 }
 
 int igprof_safety_start(void);
+int igprof_trace_configure(void); /* trace.c: $IGTRACE; 1 if this process traces */
 
 static struct igprof_token scratch_token; /* 4 KiB: keep it off the stack */
 
@@ -214,11 +215,16 @@ __attribute__((constructor)) static void igprof_start(void)
 {
   const char *env = igprof_getenv("IGPROF");
   char err[512];
-  if (!env || !*env) return;
+  /* $IGTRACE (igtrace) alone also starts the runtime, for the tracer. */
+  if ((!env || !*env) && !igprof_getenv("IGTRACE")) return;
   igprof_tls.guard = 1;
   read_identity();
   if (igprof_getenv("IGPROF_DEBUGGING")) igprof_config.debug = 1;
-  if (igprof_options_parse(env, &scratch_token, token, NULL, err, sizeof err) != 0) {
+  if (igprof_trace_configure() <= 0 && (!env || !*env)) {
+    igprof_tls.guard = 0;
+    return;
+  }
+  if (env && *env && igprof_options_parse(env, &scratch_token, token, NULL, err, sizeof err) != 0) {
     igprof_warn("bad $IGPROF (%s), profiling disabled: %s", env, err);
     igprof_tls.guard = 0;
     return;

@@ -506,6 +506,7 @@ out:
 void igprof_final_dump(const char *why)
 {
   if (!igprof_is_own_process()) return;
+  if (!igprof_counter_count()) return; /* only the tracer runs: no profile, it traces to the end */
   int expected = 1;
   if (!atomic_compare_exchange_strong(&igprof_state.active, &expected, 0)) return;
   for (struct igprof_module *const *m = igprof_modules_begin(); m < igprof_modules_end(); ++m)

@@ -224,6 +224,22 @@ uint64_t igprof_live_count(void);
 /* Allocation events for other modules (mem.c)                         */
 /* ------------------------------------------------------------------ */
 
+enum igprof_alloc_fn {
+  IGPROF_ALLOC_MALLOC, IGPROF_ALLOC_CALLOC, IGPROF_ALLOC_REALLOC, IGPROF_ALLOC_REALLOCARRAY,
+  IGPROF_ALLOC_MEMALIGN, IGPROF_ALLOC_POSIX_MEMALIGN, IGPROF_ALLOC_ALIGNED_ALLOC,
+  IGPROF_ALLOC_VALLOC, IGPROF_ALLOC_PVALLOC, IGPROF_ALLOC_FREE,
+};
+
+/* One malloc-family call. n is the size (calloc/reallocarray: the count, m
+ * the element size; else m = 0); old is realloc's or free's block; result
+ * is NULL when the call failed (and for free); align for the memalign family. */
+struct igprof_alloc_call {
+  enum igprof_alloc_fn fn;
+  void *result, *old;
+  size_t n, m, align;
+  void *caller;
+};
+
 /* Told about every successful malloc-family allocation and every free,
  * after the real call, with the guard held, on the allocating thread.
  * `caller` is the return address into the application (as for
@@ -232,6 +248,10 @@ uint64_t igprof_live_count(void);
 struct igprof_alloc_listener {
   void (*on_alloc)(void *ptr, size_t size, void *caller);
   void (*on_free)(void *ptr, void *caller);
+  /* Optional: every call as the application made it, failed ones too (a
+   * tracer's view). free() is told before the real free, the others after
+   * the real call; errno is preserved around the listener. */
+  void (*on_call)(const struct igprof_alloc_call *call);
 };
 
 /* Register from a module's start(); installs the malloc-family hooks if the

@@ -20,9 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "launch.h"
 #include "options.h"
-
-#define LIBRARY_RELATIVE "/../lib/igprof/libigprof.so"
 
 static int check_overhead(const char *v)
 {
@@ -101,18 +100,6 @@ static void usage(FILE *f)
              "Read them with igprof-analyse. See docs/running.md.\n");
 }
 
-static void die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
-static void die(int status, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "igprof: ");
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  exit(status);
-}
-
 static const struct launcher_option *find_option(const char *arg)
 {
   for (size_t i = 0; i < NOPTIONS; ++i)
@@ -120,76 +107,6 @@ static const struct launcher_option *find_option(const char *arg)
         (options[i].long_opt && strcmp(arg, options[i].long_opt) == 0))
       return &options[i];
   return NULL;
-}
-
-/* Append a token to the $IGPROF text, substituting the quoted argument. */
-static void append_token(char **text, size_t *len, const char *token, const char *arg)
-{
-  char quoted[8192];
-  if (arg) igprof_options_quote(quoted, sizeof quoted, arg);
-  size_t need = strlen(token) + (arg ? strlen(quoted) : 0) + 2;
-  *text = realloc(*text, *len + need + 1);
-  if (!*text) die(2, "out of memory");
-  if (*len) (*text)[(*len)++] = ' ';
-  const char *pct = strstr(token, "%s");
-  if (pct && arg) {
-    *len += (size_t) sprintf(*text + *len, "%.*s%s%s", (int) (pct - token), token, quoted, pct + 2);
-  } else {
-    *len += (size_t) sprintf(*text + *len, "%s", token);
-  }
-}
-
-/* Where the shell would find `prog`; exits 126/127 like a shell if nowhere. */
-static char *resolve_program(const char *prog)
-{
-  struct stat st;
-  if (strchr(prog, '/')) {
-    if (stat(prog, &st) != 0) die(127, "%s: %s", prog, strerror(errno));
-    if (S_ISDIR(st.st_mode)) die(126, "%s: %s", prog, "Is a directory");
-    if (access(prog, X_OK) != 0) die(126, "%s: %s", prog, strerror(errno));
-    return strdup(prog);
-  }
-  const char *path = getenv("PATH");
-  if (!path) path = "/usr/local/bin:/usr/bin:/bin";
-  char *denied = NULL;
-  for (const char *p = path;; ) {
-    const char *colon = strchr(p, ':');
-    size_t n = colon ? (size_t) (colon - p) : strlen(p);
-    char *cand;
-    if (asprintf(&cand, "%.*s%s%s", (int) n, p, n ? "/" : "", prog) < 0) die(2, "out of memory");
-    if (stat(cand, &st) == 0 && !S_ISDIR(st.st_mode)) {
-      if (access(cand, X_OK) == 0) { free(denied); return cand; }
-      if (!denied) denied = strdup(cand);
-    }
-    free(cand);
-    if (!colon) break;
-    p = colon + 1;
-  }
-  if (denied) die(126, "%s: %s", denied, "Permission denied");
-  die(127, "%s: %s", prog, "command not found");
-}
-
-static char *library_path(void)
-{
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) die(2, "cannot read /proc/self/exe");
-  self[n] = 0;
-  char *slash = strrchr(self, '/');
-  *slash = 0;
-  char *lib;
-  if (asprintf(&lib, "%s%s", self, LIBRARY_RELATIVE) < 0) die(2, "out of memory");
-  char *real = realpath(lib, NULL);
-  if (!real) die(2, "cannot find the runtime library %s: %s", lib, strerror(errno));
-  free(lib);
-  return real;
-}
-
-static pid_t child_pid;
-
-static void forward(int sig)
-{
-  if (child_pid > 0) kill(child_pid, sig);
 }
 
 int main(int argc, char **argv)
@@ -205,17 +122,17 @@ int main(int argc, char **argv)
     if (arg[0] != '-' || !arg[1]) break;
     if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) { usage(stdout); return 0; }
     const struct launcher_option *o = find_option(arg);
-    if (!o) die(2, "unknown option '%s' (see igprof --help)", arg);
+    if (!o) launch_die(2, "unknown option '%s' (see igprof --help)", arg);
     if (!o->available)
-      die(2, "%s: %s is not implemented yet", arg, o->help);
+      launch_die(2, "%s: %s is not implemented yet", arg, o->help);
     const char *value = NULL;
     if (o->arg_name) {
-      if (i + 1 >= argc) die(2, "%s needs an argument (%s)", arg, o->expect);
+      if (i + 1 >= argc) launch_die(2, "%s needs an argument (%s)", arg, o->expect);
       value = argv[++i];
-      if (o->check && !o->check(value)) die(2, "%s: bad argument, expected %s", arg, o->expect);
+      if (o->check && !o->check(value)) launch_die(2, "%s: bad argument, expected %s", arg, o->expect);
     }
     if (o->token && strncmp(o->token, "igprof:out=", 11) == 0) output = value;
-    append_token(&text, &len, o->token, value);
+    launch_append_token(&text, &len, o->token, value);
     modules += o->selects_module;
   }
   if (i >= argc) {
@@ -225,53 +142,18 @@ int main(int argc, char **argv)
   }
   if (!modules) {
     const struct launcher_option *pp = find_option("-pp");
-    if (!pp->available) die(2, "no profiler chosen and the default (-pp) is not implemented yet: use -mp");
-    append_token(&text, &len, pp->token, NULL);
+    if (!pp->available) launch_die(2, "no profiler chosen and the default (-pp) is not implemented yet: use -mp");
+    launch_append_token(&text, &len, pp->token, NULL);
   }
-  char *lib = library_path();
-  char *program = resolve_program(argv[i]);
+  char *lib = launch_library_path();
+  char *program = launch_resolve_program(argv[i]);
 
   /* -o FILE names this run's result: an old file of that name is stale.
    * (Dumps never replace files, so it must go before the run.) */
   if (output && output[0] != '|' && !strstr(output, "%p")) unlink(output);
 
-  if (setenv("IGPROF", text, 1) != 0) die(2, "cannot set IGPROF");
-  const char *pre = getenv("LD_PRELOAD");
-  if (!pre || !strstr(pre, lib)) {
-    char *joined;
-    if (asprintf(&joined, "%s%s%s", pre && *pre ? pre : "", pre && *pre ? ":" : "", lib) < 0)
-      die(2, "out of memory");
-    setenv("LD_PRELOAD", joined, 1);
-    free(joined);
-  }
+  if (setenv("IGPROF", text, 1) != 0) launch_die(2, "cannot set IGPROF");
+  launch_preload(lib);
 
-  fflush(NULL);
-  child_pid = fork();
-  if (child_pid < 0) die(2, "cannot fork: %s", strerror(errno));
-  if (child_pid == 0) {
-    execv(program, argv + i);
-    if (errno == ENOEXEC) {
-      /* A script without #!: shells run it with sh. */
-      int n = argc - i;
-      char **args = calloc((size_t) n + 2, sizeof *args);
-      args[0] = "sh";
-      args[1] = program;
-      for (int k = 1; k < n; ++k) args[k + 1] = argv[i + k];
-      execv("/bin/sh", args);
-    }
-    fprintf(stderr, "igprof: %s: %s\n", argv[i], strerror(errno));
-    _exit(errno == ENOENT ? 127 : 126);
-  }
-  /* The terminal sends INT/QUIT to the whole group; others are passed on. */
-  signal(SIGINT, SIG_IGN);
-  signal(SIGQUIT, SIG_IGN);
-  static const int passed[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGWINCH, SIGCONT};
-  for (size_t k = 0; k < sizeof passed / sizeof passed[0]; ++k) signal(passed[k], forward);
-  int status;
-  while (waitpid(child_pid, &status, 0) < 0) {
-    if (errno != EINTR) die(2, "waitpid: %s", strerror(errno));
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 2;
+  return launch_run(program, argc - i, argv + i);
 }

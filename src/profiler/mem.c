@@ -58,6 +58,23 @@ static void tell_free(void *ptr, void *caller)
     if (listeners[i]->on_free) listeners[i]->on_free(ptr, caller);
 }
 
+static void tell_call(enum igprof_alloc_fn fn, void *result, void *old, size_t n, size_t m,
+                      size_t align, void *caller)
+{
+  const struct igprof_alloc_call c = {fn, result, old, n, m, align, caller};
+  int saved = errno;
+  for (int i = 0; i < listener_count; ++i)
+    if (listeners[i]->on_call) listeners[i]->on_call(&c);
+  errno = saved;
+}
+
+/* A listener's view of one call (tracers): guard held, errno kept. */
+#define TELL(fn, result, old, n, m, align)                                                \
+  do {                                                                                    \
+    if (IGPROF_UNLIKELY(listener_count))                                                  \
+      tell_call(IGPROF_ALLOC_##fn, result, old, n, m, align, __builtin_return_address(0)); \
+  } while (0)
+
 /* Record a new block; guard held. */
 static void record(void *ptr, size_t requested, void *caller)
 {
@@ -93,6 +110,7 @@ static void *mem_malloc(size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return real_malloc(n);
   void *p = real_malloc(n);
+  TELL(MALLOC, p, NULL, n, 0, 0);
   if (p) {
     int saved = errno;
     record(p, n, __builtin_return_address(0));
@@ -106,6 +124,7 @@ static void *mem_calloc(size_t n, size_t m)
 {
   if (!ACTIVE() || !igprof_enter()) return real_calloc(n, m);
   void *p = real_calloc(n, m);
+  TELL(CALLOC, p, NULL, n, m, 0);
   if (p) {
     int saved = errno;
     record(p, n * m, __builtin_return_address(0)); /* no overflow: calloc succeeded */
@@ -121,6 +140,7 @@ static void mem_free(void *p)
     real_free(p);
     return;
   }
+  TELL(FREE, NULL, p, 0, 0, 0);
   int saved = errno;
   forget(p, __builtin_return_address(0));
   errno = saved;
@@ -164,6 +184,7 @@ static void *mem_realloc(void *old, size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return real_realloc(old, n);
   void *p = resize(old, n, __builtin_return_address(0), call_realloc, n, 0);
+  TELL(REALLOC, p, old, n, 0, 0);
   igprof_leave();
   return p;
 }
@@ -174,6 +195,7 @@ static void *mem_reallocarray(void *old, size_t n, size_t m)
   size_t bytes;
   if (__builtin_mul_overflow(n, m, &bytes)) bytes = SIZE_MAX; /* the original fails with ENOMEM */
   void *p = resize(old, bytes, __builtin_return_address(0), call_reallocarray, n, m);
+  TELL(REALLOCARRAY, p, old, n, m, 0);
   igprof_leave();
   return p;
 }
@@ -182,6 +204,7 @@ static void *mem_memalign(size_t align, size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return real_memalign(align, n);
   void *p = real_memalign(align, n);
+  TELL(MEMALIGN, p, NULL, n, 0, align);
   if (p) {
     int saved = errno;
     record(p, n, __builtin_return_address(0));
@@ -195,6 +218,7 @@ static void *mem_aligned_alloc(size_t align, size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return real_aligned_alloc(align, n);
   void *p = real_aligned_alloc(align, n);
+  TELL(ALIGNED_ALLOC, p, NULL, n, 0, align);
   if (p) {
     int saved = errno;
     record(p, n, __builtin_return_address(0));
@@ -209,6 +233,7 @@ static int mem_posix_memalign(void **out, size_t align, size_t n)
   if (!ACTIVE() || !igprof_enter()) return real_posix_memalign(out, align, n);
   int saved = errno;
   int rc = real_posix_memalign(out, align, n);
+  TELL(POSIX_MEMALIGN, rc == 0 ? *out : NULL, NULL, n, 0, align);
   if (rc == 0) record(*out, n, __builtin_return_address(0));
   errno = saved; /* posix_memalign reports through its result, never errno */
   igprof_leave();
@@ -219,6 +244,7 @@ static void *mem_valloc(size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return real_valloc(n);
   void *p = real_valloc(n);
+  TELL(VALLOC, p, NULL, n, 0, 0);
   if (p) {
     int saved = errno;
     record(p, n, __builtin_return_address(0));
@@ -232,6 +258,7 @@ static void *mem_pvalloc(size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return real_pvalloc(n);
   void *p = real_pvalloc(n);
+  TELL(PVALLOC, p, NULL, n, 0, 0);
   if (p) {
     int saved = errno;
     /* pvalloc hands out whole pages: that is what the caller asked for. */

@@ -1,0 +1,141 @@
+/* Shared launcher code (launch.h). */
+#define _GNU_SOURCE
+#include "launch.h"
+#include "options.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define LIBRARY_RELATIVE "/../lib/igprof/libigprof.so"
+
+const char *launch_tool = "igprof";
+
+void launch_die(int status, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", launch_tool);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(status);
+}
+
+void launch_append_token(char **text, size_t *len, const char *token, const char *arg)
+{
+  char quoted[8192];
+  if (arg) igprof_options_quote(quoted, sizeof quoted, arg);
+  size_t need = strlen(token) + (arg ? strlen(quoted) : 0) + 2;
+  *text = realloc(*text, *len + need + 1);
+  if (!*text) launch_die(2, "out of memory");
+  if (*len) (*text)[(*len)++] = ' ';
+  const char *pct = strstr(token, "%s");
+  if (pct && arg) {
+    *len += (size_t) sprintf(*text + *len, "%.*s%s%s", (int) (pct - token), token, quoted, pct + 2);
+  } else {
+    *len += (size_t) sprintf(*text + *len, "%s", token);
+  }
+}
+
+char *launch_resolve_program(const char *prog)
+{
+  struct stat st;
+  if (strchr(prog, '/')) {
+    if (stat(prog, &st) != 0) launch_die(127, "%s: %s", prog, strerror(errno));
+    if (S_ISDIR(st.st_mode)) launch_die(126, "%s: %s", prog, "Is a directory");
+    if (access(prog, X_OK) != 0) launch_die(126, "%s: %s", prog, strerror(errno));
+    return strdup(prog);
+  }
+  const char *path = getenv("PATH");
+  if (!path) path = "/usr/local/bin:/usr/bin:/bin";
+  char *denied = NULL;
+  for (const char *p = path;; ) {
+    const char *colon = strchr(p, ':');
+    size_t n = colon ? (size_t) (colon - p) : strlen(p);
+    char *cand;
+    if (asprintf(&cand, "%.*s%s%s", (int) n, p, n ? "/" : "", prog) < 0) launch_die(2, "out of memory");
+    if (stat(cand, &st) == 0 && !S_ISDIR(st.st_mode)) {
+      if (access(cand, X_OK) == 0) { free(denied); return cand; }
+      if (!denied) denied = strdup(cand);
+    }
+    free(cand);
+    if (!colon) break;
+    p = colon + 1;
+  }
+  if (denied) launch_die(126, "%s: %s", denied, "Permission denied");
+  launch_die(127, "%s: %s", prog, "command not found");
+}
+
+char *launch_library_path(void)
+{
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) launch_die(2, "cannot read /proc/self/exe");
+  self[n] = 0;
+  char *slash = strrchr(self, '/');
+  *slash = 0;
+  char *lib;
+  if (asprintf(&lib, "%s%s", self, LIBRARY_RELATIVE) < 0) launch_die(2, "out of memory");
+  char *real = realpath(lib, NULL);
+  if (!real) launch_die(2, "cannot find the runtime library %s: %s", lib, strerror(errno));
+  free(lib);
+  return real;
+}
+
+void launch_preload(const char *lib)
+{
+  const char *pre = getenv("LD_PRELOAD");
+  if (pre && strstr(pre, lib)) return;
+  char *joined;
+  if (asprintf(&joined, "%s%s%s", pre && *pre ? pre : "", pre && *pre ? ":" : "", lib) < 0)
+    launch_die(2, "out of memory");
+  setenv("LD_PRELOAD", joined, 1);
+  free(joined);
+}
+
+static pid_t child_pid;
+
+static void forward(int sig)
+{
+  if (child_pid > 0) kill(child_pid, sig);
+}
+
+int launch_run(const char *program, int argc, char **argv)
+{
+  fflush(NULL);
+  child_pid = fork();
+  if (child_pid < 0) launch_die(2, "cannot fork: %s", strerror(errno));
+  if (child_pid == 0) {
+    execv(program, argv);
+    if (errno == ENOEXEC) {
+      /* A script without #!: shells run it with sh. */
+      char **args = calloc((size_t) argc + 2, sizeof *args);
+      args[0] = "sh";
+      args[1] = (char *) program;
+      for (int k = 1; k < argc; ++k) args[k + 1] = argv[k];
+      execv("/bin/sh", args);
+    }
+    fprintf(stderr, "%s: %s: %s\n", launch_tool, argv[0], strerror(errno));
+    _exit(errno == ENOENT ? 127 : 126);
+  }
+  /* The terminal sends INT/QUIT to the whole group; others are passed on. */
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  static const int passed[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGWINCH, SIGCONT};
+  for (size_t k = 0; k < sizeof passed / sizeof passed[0]; ++k) signal(passed[k], forward);
+  int status;
+  while (waitpid(child_pid, &status, 0) < 0) {
+    if (errno != EINTR) launch_die(2, "waitpid: %s", strerror(errno));
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 2;
+}

@@ -1,0 +1,205 @@
+/* Stacks of trace events: capture, symbols, -r filters, printing.
+ *
+ * Capture is the runtime's walker from the hook's caller (walk.h), so frame
+ * 0 is the function that made the call - for a throw, the throwing function
+ * itself - with no skip counts.
+ *
+ * Symbols come from the runtime's ELF reader (symbols.h): one snapshot of
+ * the loaded modules, kept while the loader's add/remove counters say
+ * nothing was loaded or unloaded, and read under one lock. Names are copied
+ * into the event before the lock is dropped.
+ *
+ * Demangling uses __cxa_demangle, which allocates with malloc: it runs with
+ * the guard held (so its allocations are not traced) and never under the
+ * symbol lock, and never for an event raised inside malloc itself (a mapping
+ * malloc makes while holding its arena lock), where a nested malloc could
+ * deadlock.
+ */
+#define _GNU_SOURCE
+#include "trace.h"
+#include "symbols.h"
+#include "walk.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NAME_MAX_CHARS 512
+
+static pthread_mutex_t sym_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct igprof_scratch sym_scratch;
+static struct symbols *sym_snapshot;
+static unsigned long long sym_adds, sym_subs;
+
+/* One resolved frame in the event's scratch area. */
+struct frame {
+  uintptr_t pc;
+  uintptr_t sym_off, lib_off;
+  int has_sym, has_lib;
+  unsigned name_at, lib_at; /* offsets of NUL-terminated strings in the scratch */
+};
+
+struct resolved {
+  int count, truncated, extra_ok;
+  unsigned strings;          /* next free byte after the frames */
+  struct frame extra;
+  struct frame frames[];
+};
+
+void trace_stack_capture(struct trace_stack *s, void *caller)
+{
+  s->depth = 0;
+  s->truncated = 0;
+  s->pcs = NULL;
+  if (igprof_thread_prepare() != 0) return;
+  s->pcs = igprof_tls.walk_pcs;
+  s->depth = igprof_walk_from_hook(s->pcs, igprof_config.depth, caller, &s->truncated);
+}
+
+static int read_counters(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  (void) size;
+  unsigned long long *c = arg;
+  c[0] = info->dlpi_adds;
+  c[1] = info->dlpi_subs;
+  return 1;
+}
+
+/* Under sym_lock: a snapshot that matches the modules loaded now. */
+static struct symbols *current_symbols(void)
+{
+  unsigned long long c[2] = {0, 0};
+  dl_iterate_phdr(read_counters, c);
+  if (sym_snapshot && c[0] == sym_adds && c[1] == sym_subs) return sym_snapshot;
+  if (sym_snapshot) {
+    symbols_close(sym_snapshot);
+    igprof_scratch_release(&sym_scratch);
+  }
+  sym_snapshot = symbols_snapshot(&sym_scratch);
+  sym_adds = c[0];
+  sym_subs = c[1];
+  return sym_snapshot;
+}
+
+static unsigned put_string(struct trace_event *e, struct resolved *r, const char *s)
+{
+  size_t n = strnlen(s, NAME_MAX_CHARS);
+  if (r->strings + n + 1 > e->scratch_cap) return 0; /* offset 0 is never a string: "" */
+  unsigned at = r->strings;
+  memcpy(e->scratch + at, s, n);
+  e->scratch[at + n] = 0;
+  r->strings += (unsigned) n + 1;
+  return at;
+}
+
+static void resolve_one(struct trace_event *e, struct resolved *r, struct symbols *syms, uintptr_t pc,
+                        struct frame *f)
+{
+  struct symbol_info si;
+  memset(f, 0, sizeof *f);
+  f->pc = pc;
+  if (!syms) return;
+  symbols_lookup(syms, pc, &si);
+  if (si.module < 0) return;
+  f->lib_off = pc - si.module_base;
+  f->lib_at = put_string(e, r, si.path[0] ? si.path : "?");
+  f->has_lib = f->lib_at != 0;
+  if (si.name) {
+    f->sym_off = pc - si.symbol_start;
+    f->name_at = put_string(e, r, si.name);
+    f->has_sym = f->name_at != 0;
+  }
+}
+
+int trace_stack_resolve(struct trace_event *e, const struct trace_stack *s, uintptr_t extra)
+{
+  struct resolved *r = (struct resolved *) e->scratch;
+  size_t room = (e->scratch_cap - sizeof *r) / 2 / sizeof(struct frame);
+  int n = s->depth < (int) room ? s->depth : (int) room;
+  r->count = n;
+  r->truncated = s->truncated || n < s->depth;
+  r->extra_ok = 0;
+  r->strings = (unsigned) (sizeof *r + sizeof(struct frame) * (size_t) n);
+  e->scratch[r->strings++] = 0; /* the "" at the first string offset */
+  pthread_mutex_lock(&sym_lock);
+  struct symbols *syms = current_symbols();
+  for (int i = 0; i < n; ++i) resolve_one(e, r, syms, s->pcs[i], &r->frames[i]);
+  if (extra) {
+    resolve_one(e, r, syms, extra, &r->extra);
+    r->extra_ok = r->extra.has_sym;
+  }
+  pthread_mutex_unlock(&sym_lock);
+  e->resolved = 1;
+  return syms ? 0 : -1;
+}
+
+static const char *string_at(struct trace_event *e, unsigned at) { return e->scratch + at; }
+
+const char *trace_extra_name(struct trace_event *e)
+{
+  struct resolved *r = (struct resolved *) e->scratch;
+  if (!e->resolved) return NULL;
+  return r->extra_ok ? string_at(e, r->extra.name_at) : NULL;
+}
+
+int trace_rejected(struct trace_event *e, const char *type, const char *type2)
+{
+  struct resolved *r = (struct resolved *) e->scratch;
+  for (int k = 0; k < trace_config.nfilters; ++k) {
+    const struct trace_filter *f = &trace_config.filters[k];
+    if (f->type[0] && ((type && strstr(type, f->type)) || (type2 && strstr(type2, f->type)))) return 1;
+    if (!e->resolved || (!f->function[0] && !f->library[0])) continue;
+    for (int i = 0; i < r->count; ++i) {
+      const struct frame *fr = &r->frames[i];
+      if (f->function[0] && fr->has_sym && strstr(string_at(e, fr->name_at), f->function)) return 1;
+      if (f->library[0] && fr->has_lib && strstr(string_at(e, fr->lib_at), f->library)) return 1;
+    }
+  }
+  return 0;
+}
+
+static char *(*cxa_demangle)(const char *, char *, size_t *, int *);
+
+void trace_stack_init(void)
+{
+  /* There only if the program uses libstdc++, which is loaded by now. Looked
+   * up here, outside any hook: dlsym takes the loader lock and may allocate. */
+  cxa_demangle = (char *(*)(const char *, char *, size_t *, int *)) dlsym(RTLD_DEFAULT, "__cxa_demangle");
+}
+
+void trace_demangle(const char *name, char *out, size_t cap)
+{
+  int status = -1;
+  char *d = cxa_demangle ? cxa_demangle(name, NULL, NULL, &status) : NULL;
+  igprof_format(out, cap, "%s", status == 0 && d ? d : name);
+  free(d); /* guard held: goes straight to libc, untraced */
+}
+
+void trace_stack_print(struct trace_event *e, int may_demangle)
+{
+  struct resolved *r = (struct resolved *) e->scratch;
+  char demangled[NAME_MAX_CHARS + 1];
+  if (!e->resolved) return;
+  for (int i = 0; i < r->count; ++i) {
+    const struct frame *f = &r->frames[i];
+    const char *name = f->has_sym ? string_at(e, f->name_at) : NULL;
+    if (name && may_demangle && trace_config.demangle && name[0] == '_' && name[1] == 'Z') {
+      trace_demangle(name, demangled, sizeof demangled);
+      name = demangled;
+    }
+    trace_event_printf(e, "  %d: %p ", i, (void *) f->pc);
+    if (name) trace_event_printf(e, "%s + 0x%lx", name, (unsigned long) f->sym_off);
+    else trace_event_printf(e, "@?%p", (void *) f->pc);
+    if (f->has_lib)
+      trace_event_printf(e, " [%s + 0x%lx]\n", string_at(e, f->lib_at), (unsigned long) f->lib_off);
+    else
+      trace_event_printf(e, " [?]\n");
+  }
+  if (r->truncated) trace_event_printf(e, "  ... (stack deeper than %d frames)\n", r->count);
+}
+
+void trace_stack_fork_prepare(void) { pthread_mutex_lock(&sym_lock); }
+void trace_stack_fork_parent(void) { pthread_mutex_unlock(&sym_lock); }
+void trace_stack_fork_child(void) { pthread_mutex_init(&sym_lock, NULL); }

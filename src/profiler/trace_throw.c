@@ -1,0 +1,93 @@
+/* igtrace -tt: every C++ throw, with the exception's type and the stack of
+ * the throwing code. One block per throw, written with one write(2):
+ *
+ *   *** THROW by <prog> [thread <tid> pid <pid>]:
+ *    Exception of type <type> (object 0x...)
+ *    Destructor <symbol> (0x...)          ("none" for a trivial destructor)
+ *    Stack:
+ *       0: 0xADDR <symbol> + 0xOFF [<library> + 0xOFF]
+ *       ...
+ *
+ * Frame 0 is the function that called __cxa_throw - the thrower itself: the
+ * walk starts from the hook's return address, without skip counts. -D
+ * demangles the type and the frames; -r TYPE matches the type as printed
+ * and as mangled.
+ *
+ * The hook reports and then calls the original __cxa_throw with the guard
+ * clear: the exception unwinds through this function (C, with unwind
+ * tables) to the program's handler as if the hook were not there.
+ */
+#include "trace.h"
+
+#include <errno.h>
+
+/* std::type_info's layout in the Itanium C++ ABI: vtable, then the name. */
+struct cxx_type_info {
+  const void *vtable;
+  const char *name;
+};
+
+typedef void (*cxa_throw_fn)(void *, struct cxx_type_info *, void (*)(void *));
+static cxa_throw_fn real_cxa_throw;
+
+#define TYPE_CHARS 512
+
+static void report_throw(void *obj, struct cxx_type_info *tinfo, void (*dest)(void *), void *caller)
+{
+  struct trace_event *e = trace_event_begin();
+  if (!e) return;
+  /* A leading '*' marks a type with internal linkage; it is not part of the name. */
+  const char *mangled = tinfo && tinfo->name ? tinfo->name + (tinfo->name[0] == '*') : "?";
+  char type[TYPE_CHARS];
+  if (trace_config.demangle) trace_demangle(mangled, type, sizeof type);
+  else igprof_format(type, sizeof type, "%s", mangled);
+
+  struct trace_stack s;
+  trace_stack_capture(&s, caller);
+  trace_stack_resolve(e, &s, (uintptr_t) dest);
+  if (trace_config.nfilters && trace_rejected(e, type, mangled)) {
+    trace_event_discard(e);
+    return;
+  }
+  trace_event_printf(e, "*** THROW");
+  trace_event_identity(e, " ");
+  trace_event_printf(e, ":\n Exception of type %s (object %p)\n", type, obj);
+  const char *dname = trace_extra_name(e);
+  char ddemangled[TYPE_CHARS];
+  if (dname && trace_config.demangle) {
+    trace_demangle(dname, ddemangled, sizeof ddemangled);
+    dname = ddemangled;
+  }
+  if (dest) trace_event_printf(e, " Destructor %s (%p)\n", dname ? dname : "@?", (void *) dest);
+  else trace_event_printf(e, " Destructor none\n");
+  trace_event_printf(e, " Stack:\n");
+  trace_stack_print(e, 1);
+  trace_event_emit(e);
+}
+
+static void trace_cxa_throw(void *obj, struct cxx_type_info *tinfo, void (*dest)(void *))
+{
+  if (atomic_load_explicit(&igprof_state.active, memory_order_relaxed) && !trace_tls.inside &&
+      igprof_enter()) {
+    int saved = errno;
+    trace_tls.inside = 1;
+    report_throw(obj, tinfo, dest, __builtin_return_address(0));
+    trace_tls.inside = 0;
+    igprof_leave();
+    errno = saved;
+  }
+  real_cxa_throw(obj, tinfo, dest);
+  __builtin_unreachable();
+}
+
+int trace_throw_start(void)
+{
+  size_t size;
+  if (!hook_lookup("__cxa_throw", NULL, NULL, &size)) {
+    /* Not a C++ program (or libstdc++ comes later by dlopen): nothing to trace. */
+    igprof_debug("trace: no __cxa_throw in this process, throws are not traced");
+    return 0;
+  }
+  real_cxa_throw = (cxa_throw_fn) igprof_hook("trace", "__cxa_throw", (void *) trace_cxa_throw, 1);
+  return real_cxa_throw ? 0 : -1;
+}
