@@ -27,7 +27,7 @@ IGPROF=$BUILD/bin/igprof
 TOOLS=(--tool "igprof -mp=$IGPROF -mp -o %o/igprof.%p --")
 if [ "$HEAPTRACK" = 1 ]; then
   command -v heaptrack >/dev/null || { echo "run.sh: heaptrack not installed (apt-get install heaptrack, or --no-heaptrack)" >&2; exit 2; }
-  TOOLS+=(--tool "heaptrack=heaptrack -q -o %o/ht")
+  TOOLS+=(--tool "heaptrack=heaptrack -o %o/ht")
 fi
 
 echo "## Wall-time ratio to native (median of $RUNS alternating runs [min-max])"
