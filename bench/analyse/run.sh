@@ -19,7 +19,7 @@ for mode in callgraph random; do
   for opts in "" "-r MEM_LIVE" "--sqlite $tmp/out.sql3" "--top 10" "--flame"; do
     rm -f "$tmp/out.sql3"
     # shellcheck disable=SC2086
-    /usr/bin/time -f "%e s  %M KiB  igprof-analyse $opts ($mode)" "$bin" $opts "$dump" > "$tmp/out.txt"
+    /usr/bin/time -f "%e s wall  %U s user  %S s sys  %M KiB peak RSS  igprof-analyse $opts ($mode)" "$bin" $opts "$dump" > "$tmp/out.txt"
     echo "   report: $(wc -c < "$tmp/out.txt") bytes"
   done
 done

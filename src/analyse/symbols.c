@@ -37,6 +37,7 @@ struct resolver {
   size_t cap;
   char *names[RESOLVE_MAX_FRAMES];
   size_t name_cap[RESOLVE_MAX_FRAMES];
+  char *versionless; size_t versionless_cap;
 };
 
 static char *debuginfo_path = NULL;   /* libdwfl default: ":.debug:/usr/lib/debug" */
@@ -62,6 +63,8 @@ void resolver_free(struct resolver *r)
   for (size_t i = 0; i < r->paths.count; ++i)
     if (r->modules[i].dwfl) dwfl_end(r->modules[i].dwfl);
   for (size_t i = 0; i < RESOLVE_MAX_FRAMES; ++i) free(r->names[i]);
+  for (size_t i = 0; i < r->paths.count; ++i) free(r->modules[i].path);
+  free(r->versionless);
   free(r->modules);
   strpool_free(&r->paths);
   free(r);
@@ -192,6 +195,16 @@ size_t resolver_lookup(struct resolver *r, const char *path, uint64_t offset, co
   /* Honour symbol sizes: an address past the end of the nearest symbol
    * belongs to no symbol (IgProf's nearest-preceding lookup got this wrong). */
   if (sym.st_size ? symoff >= sym.st_size : symoff != 0) return 0;
+  /* .dynsym names carry their symbol version ("memcpy@@GLIBC_2.14"); the
+   * runtime's names do not, and one function must have one name. */
+  const char *at = strchr(name, '@');
+  if (at && at != name) {
+    size_t n = (size_t) (at - name);
+    GROW(r->versionless, r->versionless_cap, n + 1);
+    memcpy(r->versionless, name, n);
+    r->versionless[n] = 0;
+    name = r->versionless;
+  }
   if (r->with_lines) return resolve_inlines(r, m, addr, name, names);
   names[0] = set_name(r, 0, name, NULL, 0);
   return 1;
