@@ -87,21 +87,13 @@ static int is_plt_stub(const unsigned char *p)
   return p[0] == 0xff && p[1] == 0x25;                                      /* jmp *disp32(%rip) */
 }
 
-void *igprof_hook(const char *module, const char *function, void *replacement, int required)
+/* Report a hook_install result; returns the chain or NULL. */
+static void *hook_outcome(const char *module, const char *function, enum hook_status st,
+                          const struct hook_result *res, int required)
 {
-  struct hook_spec spec = {.function = function, .replacement = replacement};
-  size_t size;
-  void *global = hook_lookup(function, NULL, NULL, &size);
-  if (global && is_plt_stub(global)) {
-    spec.library = "libc.so.6";
-    igprof_debug("%s: %s is a PLT stub in the executable; hooking libc's", module, function);
-  }
-  struct hook_result res;
-  memset(&res, 0, sizeof res);
-  enum hook_status st = hook_install(&spec, &res);
   if (st == HOOK_ERR_ALREADY_HOOKED) {
     for (int i = 0; i < own_hook_count; ++i)
-      if (own_hooks[i].original == res.original) {
+      if (own_hooks[i].original == res->original) {
         igprof_debug("%s: hook %s: ok (same function as an earlier hook)", module, function);
         return own_hooks[i].chain;
       }
@@ -109,17 +101,46 @@ void *igprof_hook(const char *module, const char *function, void *replacement, i
   if (st != HOOK_OK) {
     if (required || igprof_config.debug)
       igprof_warn("%s: cannot hook %s: %s%s%s", module, function, hook_status_str(st),
-                  res.detail[0] ? ": " : "", res.detail);
+                  res->detail[0] ? ": " : "", res->detail);
     return NULL;
   }
   if (own_hook_count < MAX_OWN_HOOKS) {
-    own_hooks[own_hook_count].original = res.original;
-    own_hooks[own_hook_count].chain = res.chain;
+    own_hooks[own_hook_count].original = res->original;
+    own_hooks[own_hook_count].chain = res->chain;
     own_hook_count++;
   }
-  igprof_debug("%s: hook %s: ok (%p, %zu bytes patched)", module, function, res.original,
-               res.patched_bytes);
-  return res.chain;
+  igprof_debug("%s: hook %s: ok (%p, %zu bytes patched)", module, function, res->original,
+               res->patched_bytes);
+  return res->chain;
+}
+
+void *igprof_hook(const char *module, const char *function, void *replacement, int required)
+{
+  struct hook_spec spec = {.function = function, .replacement = replacement};
+  struct hook_result res;
+  size_t size;
+  void *global = hook_lookup(function, NULL, NULL, &size);
+  if (global && is_plt_stub(global)) {
+    spec.library = "libc.so.6";
+    igprof_debug("%s: %s is a PLT stub in the executable; hooking libc's", module, function);
+  }
+  memset(&res, 0, sizeof res);
+  return hook_outcome(module, function, hook_install(&spec, &res), &res, required);
+}
+
+void *igprof_hook_at(const char *module, const char *function, void *address, size_t size,
+                     void *replacement, int required)
+{
+  struct hook_result res;
+  memset(&res, 0, sizeof res);
+  return hook_outcome(module, function, hook_install_at(address, size, replacement, &res), &res, required);
+}
+
+int igprof_hook_is_installed(void *address)
+{
+  for (int i = 0; i < own_hook_count; ++i)
+    if (own_hooks[i].original == address) return 1;
+  return 0;
 }
 
 /* ---------------------------------------------------------------- */

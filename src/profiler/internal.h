@@ -128,6 +128,9 @@ struct igprof_module {
   void (*before_exec)(void);   /* disarm anything that must not survive exec */
   void (*exec_failed)(void);   /* exec returned: re-arm */
   void (*before_final_dump)(void); /* stop producing events (timers off) */
+  /* A library was just loaded (dlopen) at `path`: hook its own definitions
+   * of functions this module hooks, if it has any (igprof_hook_at). */
+  void (*library_loaded)(const char *path);
   int enabled;                 /* set by the core */
 };
 
@@ -145,6 +148,11 @@ struct igprof_module *const *igprof_modules_end(void);
  * (e.g. aligned_alloc and memalign sharing one address).
  * Returns the chain to call the original, or NULL on failure. */
 void *igprof_hook(const char *module, const char *function, void *replacement, int required);
+/* The same for a definition found by address (e.g. in a library loaded later). */
+void *igprof_hook_at(const char *module, const char *function, void *address, size_t size,
+                     void *replacement, int required);
+/* Is `address` the entry of a function we hooked? */
+int igprof_hook_is_installed(void *address);
 
 /* ------------------------------------------------------------------ */
 /* Counters and the call tree                                          */

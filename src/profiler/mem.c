@@ -35,16 +35,27 @@ static size_t page_size;
 static const struct igprof_alloc_listener *listeners[MAX_LISTENERS];
 static int listener_count;
 
-static void *(*real_malloc)(size_t);
-static void *(*real_calloc)(size_t, size_t);
-static void *(*real_realloc)(void *, size_t);
-static void *(*real_reallocarray)(void *, size_t, size_t);
-static void (*real_free)(void *);
-static void *(*real_memalign)(size_t, size_t);
-static int (*real_posix_memalign)(void **, size_t, size_t);
-static void *(*real_aligned_alloc)(size_t, size_t);
-static void *(*real_valloc)(size_t);
-static void *(*real_pvalloc)(size_t);
+/* The originals of one definition set of the malloc family. Slot 0 holds the
+ * process-wide definitions (libc's, or a preloaded allocator's); a library
+ * loaded later that defines its own malloc family (and calls it directly,
+ * e.g. linked -Bsymbolic) gets the next slot: each slot has its own
+ * replacement functions, so every call reaches the allocator it was meant for. */
+struct mem_chain {
+  void *(*malloc)(size_t);
+  void *(*calloc)(size_t, size_t);
+  void *(*realloc)(void *, size_t);
+  void *(*reallocarray)(void *, size_t, size_t);
+  void (*free)(void *);
+  void *(*memalign)(size_t, size_t);
+  int (*posix_memalign)(void **, size_t, size_t);
+  void *(*aligned_alloc)(size_t, size_t);
+  void *(*valloc)(size_t);
+  void *(*pvalloc)(size_t);
+};
+
+#define MEM_SLOTS 4
+static struct mem_chain chains[MEM_SLOTS];
+static int slots_used = 1;
 
 static void tell_alloc(void *ptr, size_t size, void *caller)
 {
@@ -72,7 +83,7 @@ static void tell_call(enum igprof_alloc_fn fn, void *result, void *old, size_t n
 #define TELL(fn, result, old, n, m, align)                                                \
   do {                                                                                    \
     if (IGPROF_UNLIKELY(listener_count))                                                  \
-      tell_call(IGPROF_ALLOC_##fn, result, old, n, m, align, __builtin_return_address(0)); \
+      tell_call(IGPROF_ALLOC_##fn, result, old, n, m, align, caller);                       \
   } while (0)
 
 /* Record a new block; guard held. */
@@ -106,57 +117,61 @@ static void forget(void *ptr, void *caller)
 
 #define ACTIVE() IGPROF_LIKELY(atomic_load_explicit(&igprof_state.active, memory_order_relaxed))
 
-static void *mem_malloc(size_t n)
+/* The replacements' bodies, for the chain `c` of the definition that was
+ * called; `caller` is the return address into the code that called it. */
+
+static inline void *mem_malloc_body(const struct mem_chain *c, void *caller, size_t n)
 {
-  if (!ACTIVE() || !igprof_enter()) return real_malloc(n);
-  void *p = real_malloc(n);
+  if (!ACTIVE() || !igprof_enter()) return c->malloc(n);
+  void *p = c->malloc(n);
   TELL(MALLOC, p, NULL, n, 0, 0);
   if (p) {
     int saved = errno;
-    record(p, n, __builtin_return_address(0));
+    record(p, n, caller);
     errno = saved;
   }
   igprof_leave();
   return p;
 }
 
-static void *mem_calloc(size_t n, size_t m)
+static inline void *mem_calloc_body(const struct mem_chain *c, void *caller, size_t n, size_t m)
 {
-  if (!ACTIVE() || !igprof_enter()) return real_calloc(n, m);
-  void *p = real_calloc(n, m);
+  if (!ACTIVE() || !igprof_enter()) return c->calloc(n, m);
+  void *p = c->calloc(n, m);
   TELL(CALLOC, p, NULL, n, m, 0);
   if (p) {
     int saved = errno;
-    record(p, n * m, __builtin_return_address(0)); /* no overflow: calloc succeeded */
+    record(p, n * m, caller); /* no overflow: calloc succeeded */
     errno = saved;
   }
   igprof_leave();
   return p;
 }
 
-static void mem_free(void *p)
+static inline void mem_free_body(const struct mem_chain *c, void *caller, void *p)
 {
   if (!p || !ACTIVE() || !igprof_enter()) {
-    real_free(p);
+    c->free(p);
     return;
   }
   TELL(FREE, NULL, p, 0, 0, 0);
   int saved = errno;
-  forget(p, __builtin_return_address(0));
+  forget(p, caller);
   errno = saved;
-  real_free(p);
+  c->free(p);
   igprof_leave();
 }
 
-/* realloc and reallocarray share this: `call` runs the original. */
-static void *resize(void *old, size_t size, void *caller, void *(*call)(void *, size_t, size_t),
-                    size_t a, size_t b)
+/* realloc and reallocarray: `size` is the new size (SIZE_MAX if n*m
+ * overflows, which the original then refuses). */
+static inline void *mem_resize(const struct mem_chain *c, void *caller, void *old, size_t size, int array,
+                               size_t n, size_t m)
 {
   struct igprof_node *old_node = NULL;
   uint64_t old_size = 0;
   if (old && IGPROF_UNLIKELY(listener_count)) tell_free(old, caller);
   int had = old && counting && igprof_live_remove((uintptr_t) old, &old_node, &old_size);
-  void *p = call(old, a, b);
+  void *p = array ? c->reallocarray(old, n, m) : c->realloc(old, n);
   int saved = errno;
   if (p) {
     if (had) igprof_counter_release(old_node, c_live, 1, (int64_t) old_size);
@@ -172,103 +187,133 @@ static void *resize(void *old, size_t size, void *caller, void *(*call)(void *, 
   return p;
 }
 
-static void *call_realloc(void *p, size_t n, size_t unused)
+static inline void *mem_realloc_body(const struct mem_chain *c, void *caller, void *old, size_t n)
 {
-  (void) unused;
-  return real_realloc(p, n);
-}
-
-static void *call_reallocarray(void *p, size_t n, size_t m) { return real_reallocarray(p, n, m); }
-
-static void *mem_realloc(void *old, size_t n)
-{
-  if (!ACTIVE() || !igprof_enter()) return real_realloc(old, n);
-  void *p = resize(old, n, __builtin_return_address(0), call_realloc, n, 0);
+  if (!ACTIVE() || !igprof_enter()) return c->realloc(old, n);
+  void *p = mem_resize(c, caller, old, n, 0, n, 0);
   TELL(REALLOC, p, old, n, 0, 0);
   igprof_leave();
   return p;
 }
 
-static void *mem_reallocarray(void *old, size_t n, size_t m)
+static inline void *mem_reallocarray_body(const struct mem_chain *c, void *caller, void *old, size_t n,
+                                          size_t m)
 {
-  if (!ACTIVE() || !igprof_enter()) return real_reallocarray(old, n, m);
+  if (!ACTIVE() || !igprof_enter()) return c->reallocarray(old, n, m);
   size_t bytes;
   if (__builtin_mul_overflow(n, m, &bytes)) bytes = SIZE_MAX; /* the original fails with ENOMEM */
-  void *p = resize(old, bytes, __builtin_return_address(0), call_reallocarray, n, m);
+  void *p = mem_resize(c, caller, old, bytes, 1, n, m);
   TELL(REALLOCARRAY, p, old, n, m, 0);
   igprof_leave();
   return p;
 }
 
-static void *mem_memalign(size_t align, size_t n)
+static inline void *mem_memalign_body(const struct mem_chain *c, void *caller, size_t align, size_t n)
 {
-  if (!ACTIVE() || !igprof_enter()) return real_memalign(align, n);
-  void *p = real_memalign(align, n);
+  if (!ACTIVE() || !igprof_enter()) return c->memalign(align, n);
+  void *p = c->memalign(align, n);
   TELL(MEMALIGN, p, NULL, n, 0, align);
   if (p) {
     int saved = errno;
-    record(p, n, __builtin_return_address(0));
+    record(p, n, caller);
     errno = saved;
   }
   igprof_leave();
   return p;
 }
 
-static void *mem_aligned_alloc(size_t align, size_t n)
+static inline void *mem_aligned_alloc_body(const struct mem_chain *c, void *caller, size_t align, size_t n)
 {
-  if (!ACTIVE() || !igprof_enter()) return real_aligned_alloc(align, n);
-  void *p = real_aligned_alloc(align, n);
+  if (!ACTIVE() || !igprof_enter()) return c->aligned_alloc(align, n);
+  void *p = c->aligned_alloc(align, n);
   TELL(ALIGNED_ALLOC, p, NULL, n, 0, align);
   if (p) {
     int saved = errno;
-    record(p, n, __builtin_return_address(0));
+    record(p, n, caller);
     errno = saved;
   }
   igprof_leave();
   return p;
 }
 
-static int mem_posix_memalign(void **out, size_t align, size_t n)
+static inline int mem_posix_memalign_body(const struct mem_chain *c, void *caller, void **out, size_t align,
+                                          size_t n)
 {
-  if (!ACTIVE() || !igprof_enter()) return real_posix_memalign(out, align, n);
+  if (!ACTIVE() || !igprof_enter()) return c->posix_memalign(out, align, n);
   int saved = errno;
-  int rc = real_posix_memalign(out, align, n);
+  int rc = c->posix_memalign(out, align, n);
   TELL(POSIX_MEMALIGN, rc == 0 ? *out : NULL, NULL, n, 0, align);
-  if (rc == 0) record(*out, n, __builtin_return_address(0));
+  if (rc == 0) record(*out, n, caller);
   errno = saved; /* posix_memalign reports through its result, never errno */
   igprof_leave();
   return rc;
 }
 
-static void *mem_valloc(size_t n)
+static inline void *mem_valloc_body(const struct mem_chain *c, void *caller, size_t n)
 {
-  if (!ACTIVE() || !igprof_enter()) return real_valloc(n);
-  void *p = real_valloc(n);
+  if (!ACTIVE() || !igprof_enter()) return c->valloc(n);
+  void *p = c->valloc(n);
   TELL(VALLOC, p, NULL, n, 0, 0);
   if (p) {
     int saved = errno;
-    record(p, n, __builtin_return_address(0));
+    record(p, n, caller);
     errno = saved;
   }
   igprof_leave();
   return p;
 }
 
-static void *mem_pvalloc(size_t n)
+static inline void *mem_pvalloc_body(const struct mem_chain *c, void *caller, size_t n)
 {
-  if (!ACTIVE() || !igprof_enter()) return real_pvalloc(n);
-  void *p = real_pvalloc(n);
+  if (!ACTIVE() || !igprof_enter()) return c->pvalloc(n);
+  void *p = c->pvalloc(n);
   TELL(PVALLOC, p, NULL, n, 0, 0);
   if (p) {
     int saved = errno;
     /* pvalloc hands out whole pages: that is what the caller asked for. */
     size_t rounded = n ? (n + page_size - 1) & ~(page_size - 1) : page_size;
-    record(p, rounded, __builtin_return_address(0));
+    record(p, rounded, caller);
     errno = saved;
   }
   igprof_leave();
   return p;
 }
+
+/* The replacement functions of slot k: __builtin_return_address(0) must be
+ * taken in the function the patched entry jumps to. */
+#define RA __builtin_return_address(0)
+#define MEM_SLOT(k)                                                                                      \
+  static void *mem_malloc_##k(size_t n) { return mem_malloc_body(&chains[k], RA, n); }                  \
+  static void *mem_calloc_##k(size_t n, size_t m) { return mem_calloc_body(&chains[k], RA, n, m); }     \
+  static void *mem_realloc_##k(void *p, size_t n) { return mem_realloc_body(&chains[k], RA, p, n); }    \
+  static void *mem_reallocarray_##k(void *p, size_t n, size_t m)                                        \
+  {                                                                                                     \
+    return mem_reallocarray_body(&chains[k], RA, p, n, m);                                              \
+  }                                                                                                     \
+  static void mem_free_##k(void *p) { mem_free_body(&chains[k], RA, p); }                               \
+  static void *mem_memalign_##k(size_t a, size_t n) { return mem_memalign_body(&chains[k], RA, a, n); } \
+  static int mem_posix_memalign_##k(void **o, size_t a, size_t n)                                       \
+  {                                                                                                     \
+    return mem_posix_memalign_body(&chains[k], RA, o, a, n);                                            \
+  }                                                                                                     \
+  static void *mem_aligned_alloc_##k(size_t a, size_t n)                                                \
+  {                                                                                                     \
+    return mem_aligned_alloc_body(&chains[k], RA, a, n);                                                \
+  }                                                                                                     \
+  static void *mem_valloc_##k(size_t n) { return mem_valloc_body(&chains[k], RA, n); }                  \
+  static void *mem_pvalloc_##k(size_t n) { return mem_pvalloc_body(&chains[k], RA, n); }                \
+  static const struct mem_chain replacements_##k = {                                                    \
+    mem_malloc_##k, mem_calloc_##k, mem_realloc_##k, mem_reallocarray_##k, mem_free_##k,                \
+    mem_memalign_##k, mem_posix_memalign_##k, mem_aligned_alloc_##k, mem_valloc_##k, mem_pvalloc_##k,  \
+  };
+
+MEM_SLOT(0)
+MEM_SLOT(1)
+MEM_SLOT(2)
+MEM_SLOT(3)
+
+static const struct mem_chain *const replacements[MEM_SLOTS] = {&replacements_0, &replacements_1,
+                                                                &replacements_2, &replacements_3};
 
 /* ---------------------------------------------------------------- */
 
@@ -288,42 +333,65 @@ static int mem_option(const char *key, const char *value, char *err, size_t errl
   return -1;
 }
 
-#define HOOK(name)                                                                    \
-  do {                                                                                \
-    real_##name = igprof_hook("mem", #name, (void *) mem_##name, 1);                  \
-    if (!real_##name) ok = 0;                                                         \
-  } while (0)
+/* The functions in hook order: free first, so a block is never recorded
+ * without its free being seen. */
+#define MEM_ALLOCATORS(X) \
+  X(malloc) X(calloc) X(realloc) X(reallocarray) X(memalign) X(posix_memalign) X(aligned_alloc) \
+  X(valloc) X(pvalloc)
+#define MEM_FUNCTIONS(X) X(free) MEM_ALLOCATORS(X)
 
 static int install_hooks(void)
 {
-  int ok = 1;
   if (hooks_state) return hooks_state > 0 ? 0 : -1;
   hooks_state = -1;
   page_size = (size_t) sysconf(_SC_PAGESIZE);
-  /* free first: a block must never be recorded without its free being seen. */
-  HOOK(free);
-  if (!real_free) return -1;
-  HOOK(malloc);
-  HOOK(calloc);
-  HOOK(realloc);
-  HOOK(reallocarray);
-  HOOK(memalign);
-  HOOK(posix_memalign);
-  HOOK(aligned_alloc);
-  HOOK(valloc);
-  HOOK(pvalloc);
-  (void) ok; /* a missing hook was reported; the others still count */
-  if (!real_malloc) real_malloc = malloc;
-  if (!real_calloc) real_calloc = calloc;
-  if (!real_realloc) real_realloc = realloc;
-  if (!real_reallocarray) real_reallocarray = reallocarray;
-  if (!real_memalign) real_memalign = memalign;
-  if (!real_posix_memalign) real_posix_memalign = posix_memalign;
-  if (!real_aligned_alloc) real_aligned_alloc = aligned_alloc;
-  if (!real_valloc) real_valloc = valloc;
-  if (!real_pvalloc) real_pvalloc = pvalloc;
+  struct mem_chain *c = &chains[0];
+  c->free = igprof_hook("mem", "free", (void *) replacements[0]->free, 1);
+  if (!c->free) return -1; /* without free, MEM_LIVE would be wrong: nothing at all */
+#define HOOK(name)                                                          \
+  c->name = igprof_hook("mem", #name, (void *) replacements[0]->name, 1);   \
+  if (!c->name) c->name = name; /* reported; calls still reach libc */
+  MEM_ALLOCATORS(HOOK)
+#undef HOOK
   hooks_state = 1;
   return 0;
+}
+
+/* A library just loaded that defines malloc-family functions of its own
+ * (not the ones already hooked): hook them with the next slot's
+ * replacements, whose chains lead to that library's originals. */
+static void mem_library_loaded(const char *path)
+{
+  if (hooks_state != 1) return;
+  void *found[10];
+  size_t sizes[10];
+  int i = 0, any = 0;
+  /* Found in the library or, usually, in its dependencies (libc): only an
+   * address that is not hooked yet is the library's own. */
+#define FIND(name)                                              \
+  found[i] = hook_lookup(#name, NULL, path, &sizes[i]);         \
+  if (found[i] && igprof_hook_is_installed(found[i])) found[i] = NULL; \
+  any |= found[i] != NULL;                                      \
+  ++i;
+  MEM_FUNCTIONS(FIND)
+#undef FIND
+  if (!any) return;
+  if (slots_used == MEM_SLOTS) {
+    igprof_warn("mem: %s defines its own allocator, but all %d slots are taken: not profiled", path,
+                MEM_SLOTS);
+    return;
+  }
+  int k = slots_used++;
+  struct mem_chain *c = &chains[k];
+  i = 0;
+#define INSTALL(name)                                                                             \
+  if (found[i]) c->name = igprof_hook_at("mem", #name, found[i], sizes[i],                        \
+                                         (void *) replacements[k]->name, 1);                      \
+  if (!c->name) c->name = chains[0].name;                                                         \
+  ++i;
+  MEM_FUNCTIONS(INSTALL)
+#undef INSTALL
+  igprof_debug("mem: allocator of %s hooked in slot %d", path, k);
 }
 
 int igprof_mem_listen(const struct igprof_alloc_listener *l)
@@ -359,5 +427,6 @@ static struct igprof_module mem_module = {
   .option = mem_option,
   .start = mem_start,
   .fork_child = mem_fork_child,
+  .library_loaded = mem_library_loaded,
 };
 IGPROF_MODULE(mem_module);

@@ -7,6 +7,7 @@
 #include "walk.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -218,12 +219,59 @@ static int hook_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(
 static void *(*real_dlopen)(const char *, int);
 static int (*real_dlclose)(void *);
 
+/* Load biases of the modules seen so far: a dlopen that maps new ones
+ * (the library and its dependencies) tells the modules about each. */
+#define MAX_MODULES 2048
+#define MAX_NEW 64
+static uintptr_t known[MAX_MODULES];
+static int known_count;
+static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct module_scan {
+  uintptr_t seen[MAX_MODULES];
+  int seen_count, fresh_count;
+  char fresh[MAX_NEW][256];
+};
+
+static struct module_scan scan; /* under known_lock; too big for a thread's stack */
+
+static int scan_module(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  (void) size;
+  struct module_scan *s = arg;
+  if (s->seen_count < MAX_MODULES) s->seen[s->seen_count++] = info->dlpi_addr;
+  for (int i = 0; i < known_count; ++i)
+    if (known[i] == info->dlpi_addr) return 0;
+  if (info->dlpi_name && info->dlpi_name[0] && s->fresh_count < MAX_NEW)
+    igprof_format(s->fresh[s->fresh_count++], sizeof s->fresh[0], "%s", info->dlpi_name);
+  return 0;
+}
+
+/* Rescan the loaded modules; with `notify`, call library_loaded for new ones. */
+static void modules_rescan(int notify)
+{
+  pthread_mutex_lock(&known_lock);
+  scan.seen_count = scan.fresh_count = 0;
+  dl_iterate_phdr(scan_module, &scan);
+  for (int i = 0; i < scan.seen_count; ++i) known[i] = scan.seen[i];
+  known_count = scan.seen_count;
+  if (notify)
+    for (int i = 0; i < scan.fresh_count; ++i) {
+      igprof_debug("new module %s", scan.fresh[i]);
+      FOR_EACH_MODULE(m) if (m->library_loaded) m->library_loaded(scan.fresh[i]);
+    }
+  pthread_mutex_unlock(&known_lock);
+}
+
 static void *hook_dlopen(const char *file, int flags)
 {
   void *h = real_dlopen(file, flags);
   if (h && atomic_load(&igprof_state.active) && igprof_enter()) {
+    int saved = errno;
     igprof_walk_modules_changed();
-    igprof_debug("dlopen %s", file ? file : "(main program)");
+    modules_rescan(1);
+    dlerror(); /* our lookups must not leave an error for the application to find */
+    errno = saved;
     igprof_leave();
   }
   return h;
@@ -233,7 +281,10 @@ static int hook_dlclose(void *h)
 {
   int rc = real_dlclose(h);
   if (atomic_load(&igprof_state.active) && igprof_enter()) {
+    int saved = errno;
     igprof_walk_modules_changed();
+    modules_rescan(0);
+    errno = saved;
     igprof_leave();
   }
   return rc;
@@ -273,6 +324,7 @@ int igprof_safety_start(void)
   real_dlclose = igprof_hook("core", "dlclose", (void *) hook_dlclose, 0);
   if (!real_dlclose) real_dlclose = dlclose;
 
+  modules_rescan(0);
   igprof_signals_start();
   for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; ++i)
     if (igprof_signal_own(fatal[i], on_fatal_signal, 0) != 0)

@@ -206,6 +206,17 @@ def scenario_signals(a):
     check('yes' in progs and 'head' in progs, f'dumps of yes and head: {progs}')
 
 
+def scenario_dlopen(a):
+    lib = os.path.join(os.path.abspath(a.progs), 'libownalloc.so')
+    r = run([a.igprof, '-mp', '-d', a.memtest, 'dlopen', lib])
+    eq((r.returncode, r.stdout), (0, 'own_alloc_test 1\n'), 'program output')
+    check('allocator of' in r.stderr and 'hooked in slot 1' in r.stderr, f'-d reports the new allocator: {r.stderr[-400:]!r}')
+    d = one_dump('igprof.memtest.*')
+    if d:
+        expect_mem(d, {'own_alloc': (10, 480, 48, 6, 288), 'exit_alloc': (1, 64, 64, 1, 64)})
+        eq(leaf_stack(d, 'own_alloc')[:3], ['own_alloc', 'own_alloc_test', 'dlopen_own'], 'stack through the library')
+
+
 def scenario_contract(a):
     native = run([a.memtest, 'contract'])
     prof = run([a.igprof, '-mp', a.memtest, 'contract'])

@@ -226,6 +226,18 @@ static int wait_for_dump(const char *ready)
   return 0;
 }
 
+/* dlopen a library with its own allocator (ownalloc.c) and use it. */
+static int dlopen_own(const char *lib)
+{
+  void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
+  int (*test)(void) = (int (*)(void)) dlsym(h, "own_alloc_test");
+  if (!test) return 1;
+  sink = exit_alloc(64); /* the process's own malloc still counts */
+  printf("own_alloc_test %d\n", test());
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -243,6 +255,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "dump-now")) return dump_now();
   if (!strcmp(s, "wait") && argc > 2) return wait_for_dump(argv[2]);
   if (!strcmp(s, "exit")) return atoi(argv[2]);
+  if (!strcmp(s, "dlopen") && argc > 2) return dlopen_own(argv[2]);
   fprintf(stderr, "memtest: unknown scenario %s\n", s);
   return 2;
 }
