@@ -123,24 +123,17 @@ static int sink_close(struct sink *s)
 /* Two decimals, as the text report shows them; -101 marks "new" (-D). */
 static double sql_pct(float pct) { return pct == REPORT_NEW_PCT ? -101. : round((double) pct * 100.) / 100.; }
 
-static void write_edges(struct sink *s, const struct report *r, uint32_t e)
+/* parents: (caller rank, entry rank, ...); children: (callee rank, entry rank, ...) */
+static void write_edges(struct sink *s, const struct report *r, uint32_t e, int callers)
 {
   const struct flat_profile *fp = r->flat;
   struct report_row *rows;
-  size_t n = report_callers(r, e, &rows);
+  size_t n = callers ? report_callers(r, e, &rows) : report_callees(r, e, &rows);
   for (size_t i = 0; i < n; ++i) {
     const struct flat_edge *edge = rows[i].edge;
     struct value v[6] = { INT(fp->entries[rows[i].entry].rank), INT(fp->entries[e].rank), INT(edge->vals[0]),
                           INT(edge->vals[1]), INT(edge->vals[2]), REAL(sql_pct(report_edge_pct(r, edge))) };
-    sink_row(s, T_PARENTS, v);
-  }
-  free(rows);
-  n = report_callees(r, e, &rows);
-  for (size_t i = 0; i < n; ++i) {
-    const struct flat_edge *edge = rows[i].edge;
-    struct value v[6] = { INT(fp->entries[rows[i].entry].rank), INT(fp->entries[e].rank), INT(edge->vals[0]),
-                          INT(edge->vals[1]), INT(edge->vals[2]), REAL(sql_pct(report_edge_pct(r, edge))) };
-    sink_row(s, T_CHILDREN, v);
+    sink_row(s, callers ? T_PARENTS : T_CHILDREN, v);
   }
   free(rows);
 }
@@ -182,7 +175,8 @@ int report_sqlite(const struct report *r, const char *path)
     struct value sv[3] = { INT((int64_t) i + 1), TEXT(symtab_display(r->st, sym)), INT(file_id) };
     sink_row(&s, T_SYMBOLS, sv);
     write_mainrow(&s, r, rows[i], (int64_t) i + 1);
-    write_edges(&s, r, rows[i]);
+    write_edges(&s, r, rows[i], 1);
+    write_edges(&s, r, rows[i], 0);
   }
   sink_exec(&s, "END TRANSACTION;\n");
   sink_exec(&s, indexes);
