@@ -147,7 +147,7 @@ static int trace_start(void)
     return -1;
   }
   if (trace_output_open() != 0) return -1;
-  trace_stack_init();
+  trace_stack_init(NULL);
   /* Each class is independent: one that cannot start leaves the others on. */
   int any = 0;
   if (trace_config.throws && trace_throw_start() == 0) any = 1;
@@ -187,5 +187,6 @@ static struct igprof_module trace_module = {
   .fork_prepare = trace_fork_prepare,
   .fork_parent = trace_fork_parent,
   .fork_child = trace_fork_child,
+  .library_loaded = trace_throw_library_loaded,
 };
 IGPROF_MODULE(trace_module);

@@ -94,8 +94,9 @@ struct trace_stack {
   int truncated;
 };
 
-/* Look up what the stack printer needs (at start-up). */
-void trace_stack_init(void);
+/* Look up what the stack printer needs: at start-up (NULL), or in a library
+ * just loaded that brought the C++ runtime. */
+void trace_stack_init(const char *library);
 
 void trace_stack_fork_prepare(void);
 void trace_stack_fork_parent(void);
@@ -139,5 +140,6 @@ static inline int trace_wants_stack(int print)
 int trace_mem_start(void);
 int trace_mmap_start(void);
 int trace_throw_start(void);
+void trace_throw_library_loaded(const char *path);
 
 #endif

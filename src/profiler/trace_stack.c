@@ -20,7 +20,6 @@
 #include "symbols.h"
 #include "walk.h"
 
-#include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -162,11 +161,14 @@ int trace_rejected(struct trace_event *e, const char *type, const char *type2)
 
 static char *(*cxa_demangle)(const char *, char *, size_t *, int *);
 
-void trace_stack_init(void)
+void trace_stack_init(const char *library)
 {
-  /* There only if the program uses libstdc++, which is loaded by now. Looked
-   * up here, outside any hook: dlsym takes the loader lock and may allocate. */
-  cxa_demangle = (char *(*)(const char *, char *, size_t *, int *)) dlsym(RTLD_DEFAULT, "__cxa_demangle");
+  /* There only if the program uses libstdc++; `library` names where it came
+   * from when it was loaded later (then it is not in the global scope).
+   * Looked up outside any hook: lookups take the loader lock and may allocate. */
+  size_t size;
+  if (cxa_demangle) return;
+  cxa_demangle = (char *(*)(const char *, char *, size_t *, int *)) hook_lookup("__cxa_demangle", NULL, library, &size);
 }
 
 void trace_demangle(const char *name, char *out, size_t cap)

@@ -13,6 +13,9 @@
  * demangles the type and the frames; -r TYPE matches the type as printed
  * and as mangled.
  *
+ * A C++ runtime loaded later by dlopen (a C++ extension of a C program) is
+ * hooked when it arrives.
+ *
  * The hook reports and then calls the original __cxa_throw with the guard
  * clear: the exception unwinds through this function (C, with unwind
  * tables) to the program's handler as if the hook were not there.
@@ -20,6 +23,7 @@
 #include "trace.h"
 
 #include <errno.h>
+#include <sched.h>
 
 /* std::type_info's layout in the Itanium C++ ABI: vtable, then the name. */
 struct cxx_type_info {
@@ -28,7 +32,7 @@ struct cxx_type_info {
 };
 
 typedef void (*cxa_throw_fn)(void *, struct cxx_type_info *, void (*)(void *));
-static cxa_throw_fn real_cxa_throw;
+static _Atomic(cxa_throw_fn) real_cxa_throw;
 
 #define TYPE_CHARS 512
 
@@ -76,7 +80,10 @@ static void trace_cxa_throw(void *obj, struct cxx_type_info *tinfo, void (*dest)
     igprof_leave();
     errno = saved;
   }
-  real_cxa_throw(obj, tinfo, dest);
+  cxa_throw_fn original;
+  /* Hooked on dlopen, the patch is live a moment before its chain is stored. */
+  while (!(original = atomic_load(&real_cxa_throw))) sched_yield();
+  original(obj, tinfo, dest);
   __builtin_unreachable();
 }
 
@@ -84,10 +91,23 @@ int trace_throw_start(void)
 {
   size_t size;
   if (!hook_lookup("__cxa_throw", NULL, NULL, &size)) {
-    /* Not a C++ program (or libstdc++ comes later by dlopen): nothing to trace. */
+    /* Not a C++ program (yet): trace_throw_library_loaded hooks a C++ runtime loaded later. */
     igprof_debug("trace: no __cxa_throw in this process, throws are not traced");
     return 0;
   }
-  real_cxa_throw = (cxa_throw_fn) igprof_hook("trace", "__cxa_throw", (void *) trace_cxa_throw, 1);
-  return real_cxa_throw ? 0 : -1;
+  cxa_throw_fn chain = (cxa_throw_fn) igprof_hook("trace", "__cxa_throw", (void *) trace_cxa_throw, 1);
+  atomic_store(&real_cxa_throw, chain);
+  return chain ? 0 : -1;
+}
+
+void trace_throw_library_loaded(const char *path)
+{
+  size_t size;
+  if (!trace_config.throws || atomic_load(&real_cxa_throw)) return;
+  /* A C++ runtime arriving with (or as) this library. */
+  void *fn = hook_lookup("__cxa_throw", NULL, path, &size);
+  if (!fn || igprof_hook_is_installed(fn)) return;
+  cxa_throw_fn chain = (cxa_throw_fn) igprof_hook_at("trace", "__cxa_throw", fn, size, (void *) trace_cxa_throw, 1);
+  atomic_store(&real_cxa_throw, chain);
+  if (chain) trace_stack_init(path); /* __cxa_demangle came with it */
 }

@@ -289,6 +289,18 @@ def scenario_throw(a):
         eq(len([e for e in parse(rr.stderr) if e.kind == 'THROW']), left, f'THROW blocks with -r {spec}')
 
 
+def scenario_throw_dlopen(a):
+    """A C program dlopens a C++ library: its throws are traced from then on."""
+    prog, lib = os.path.join(a.progs, 'dlthrow'), os.path.join(a.progs, 'libthrowlib.so')
+    r = run([a.igtrace, '-D', prog, lib])
+    eq((r.returncode, r.stdout), (0, 'caught 2\n'), 'status and output')
+    throws = [e for e in parse(r.stderr) if e.kind == 'THROW']
+    eq([TYPE_RE.match(e.lines[0]).group('type') for e in throws], ['std::out_of_range'] * 2, 'exception types')
+    eq([(f[0].group('sym'), os.path.basename(f[0].group('lib')), f[1].group('sym'))
+        for f in (e.frames() for e in throws)],
+       [('lib_thrower(int)', 'libthrowlib.so', 'throw_and_catch')] * 2, 'frames 0 and 1')
+
+
 def scenario_mmap(a):
     """mmap, mremap, munmap, failed mmap, sbrk, brk: exact lines, with and without stacks."""
     for stack in ([], ['--stack']):
