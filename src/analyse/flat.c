@@ -29,7 +29,6 @@ static uint32_t entry_for(struct flat_builder *b, uint32_t sym, uint32_t depth)
     memset(en, 0, sizeof(*en));
     en->sym = sym;
     en->depth = depth;
-    en->first_out = en->first_in = UINT32_MAX;
     fp->by_sym[sym] = e = (uint32_t) ++fp->count;
   }
   if (fp->entries[e - 1].depth > depth) fp->entries[e - 1].depth = depth;
@@ -55,10 +54,6 @@ static struct flat_edge *edge_for(struct flat_profile *fp, uint32_t caller, uint
   memset(e, 0, sizeof(*e));
   e->caller = caller;
   e->callee = callee;
-  e->next_out = fp->entries[caller].first_out;
-  fp->entries[caller].first_out = id;
-  e->next_in = fp->entries[callee].first_in;
-  fp->entries[callee].first_in = id;
   idmap_put(&fp->edge_map, key, id);
   return e;
 }
@@ -92,6 +87,41 @@ static uint32_t report_symbol(struct flat_builder *b, uint32_t sym)
     }
     if (!is_on_path(b, r)) return r;
   }
+}
+
+static int compare_edge_callee(const void *a, const void *b)
+{
+  uint32_t x = ((const struct flat_edge *) a)->callee, y = ((const struct flat_edge *) b)->callee;
+  return x < y ? -1 : x > y;
+}
+
+/* Counting sort of the edges by caller (then callee within a caller), and
+ * an index by callee: the reports walk both lists of every entry, and
+ * contiguous ranges are far cheaper than hash lookups or linked lists. */
+static void index_edges(struct flat_profile *fp)
+{
+  size_t n = fp->count, m = fp->nedges;
+  uint32_t *out_off = xcalloc(n + 1, sizeof(*out_off)), *in_off = xcalloc(n + 1, sizeof(*in_off));
+  for (size_t i = 0; i < m; ++i) { out_off[fp->edges[i].caller + 1]++; in_off[fp->edges[i].callee + 1]++; }
+  for (size_t e = 0; e < n; ++e) { out_off[e + 1] += out_off[e]; in_off[e + 1] += in_off[e]; }
+  struct flat_edge *sorted = xmalloc((m ? m : 1) * sizeof(*sorted));
+  uint32_t *fill = xmalloc((n + 1) * sizeof(*fill));
+  memcpy(fill, out_off, (n + 1) * sizeof(*fill));
+  for (size_t i = 0; i < m; ++i) sorted[fill[fp->edges[i].caller]++] = fp->edges[i];
+  for (size_t e = 0; e < n; ++e)
+    if (out_off[e + 1] - out_off[e] > 1)
+      qsort(sorted + out_off[e], out_off[e + 1] - out_off[e], sizeof(*sorted), compare_edge_callee);
+  uint32_t *in_list = xmalloc((m ? m : 1) * sizeof(*in_list));
+  memcpy(fill, in_off, (n + 1) * sizeof(*fill));
+  for (size_t i = 0; i < m; ++i) in_list[fill[sorted[i].callee]++] = (uint32_t) i;
+  free(fill);
+  free(fp->edges);
+  fp->edges = sorted;
+  fp->edges_cap = m;
+  fp->out_off = out_off;
+  fp->in_off = in_off;
+  fp->in_list = in_list;
+  idmap_free(&fp->edge_map);
 }
 
 void flat_build(struct flat_profile *fp, const struct call_tree *t, struct symtab *st)
@@ -135,6 +165,7 @@ void flat_build(struct flat_profile *fp, const struct call_tree *t, struct symta
       stack[depth++] = (struct walk_item) { c, UINT32_MAX, UINT32_MAX };
     }
   }
+  index_edges(fp);
   fp->totals = fp->entries[0].cum[0];
   fp->totfreq = fp->entries[0].cum[1];
   free(stack);
@@ -173,7 +204,7 @@ void flat_rank(struct flat_profile *fp, struct symtab *st, int ascending)
 void flat_free(struct flat_profile *fp)
 {
   free(fp->entries); free(fp->edges); free(fp->by_sym); free(fp->order); free(fp->node_sym);
-  idmap_free(&fp->edge_map);
+  free(fp->out_off); free(fp->in_off); free(fp->in_list);
   memset(fp, 0, sizeof(*fp));
 }
 
@@ -185,7 +216,11 @@ uint32_t flat_find(const struct flat_profile *fp, uint32_t sym)
 
 const struct flat_edge *flat_edge_find(const struct flat_profile *fp, uint32_t caller, uint32_t callee)
 {
-  uint32_t id;
-  if (!idmap_get(&fp->edge_map, ((uint64_t) caller << 32) | callee, &id)) return NULL;
-  return &fp->edges[id];
+  uint32_t lo = fp->out_off[caller], hi = fp->out_off[caller + 1];
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (fp->edges[mid].callee < callee) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < fp->out_off[caller + 1] && fp->edges[lo].callee == callee ? &fp->edges[lo] : NULL;
 }

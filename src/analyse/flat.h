@@ -14,20 +14,22 @@ struct flat_entry {
   uint32_t sym;             /* report symbol */
   uint32_t depth;           /* shallowest depth seen (root = 1) */
   uint32_t rank;            /* 1-based, after flat_rank */
-  uint32_t first_out, first_in;
   int64_t self[3], cum[3];  /* value, ticks, paths */
 };
 
 struct flat_edge {
   uint32_t caller, callee;  /* entry indices */
-  uint32_t next_out, next_in;
   int64_t vals[3];          /* cumulative value, ticks, paths through this edge */
 };
 
 struct flat_profile {
   struct flat_entry *entries; size_t count, cap;
   struct flat_edge *edges; size_t nedges, edges_cap;
-  struct idmap edge_map;    /* (caller << 32 | callee) -> edge */
+  struct idmap edge_map;    /* (caller << 32 | callee) -> edge; only while building */
+  /* After flat_build the edges are sorted by (caller, callee): entry e's
+   * callees are edges[out_off[e] .. out_off[e+1]), its callers the edges
+   * in_list[in_off[e] .. in_off[e+1]). */
+  uint32_t *out_off, *in_off, *in_list;
   uint32_t *by_sym; size_t by_sym_cap;   /* sym -> entry + 1 */
   uint32_t *order;          /* entries in rank order */
   uint32_t *node_sym;       /* tree node -> report symbol (name'k under recursion) */

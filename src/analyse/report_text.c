@@ -39,14 +39,14 @@ static size_t collect(const struct report *r, uint32_t e, int callers, struct re
   const struct flat_profile *fp = r->flat;
   size_t n = 0, cap = 0;
   *rows = NULL;
-  uint32_t id = callers ? fp->entries[e].first_in : fp->entries[e].first_out;
-  while (id != UINT32_MAX) {
-    const struct flat_edge *edge = &fp->edges[id];
+  uint32_t begin = callers ? fp->in_off[e] : fp->out_off[e];
+  uint32_t end = callers ? fp->in_off[e + 1] : fp->out_off[e + 1];
+  for (uint32_t k = begin; k < end; ++k) {
+    const struct flat_edge *edge = &fp->edges[callers ? fp->in_list[k] : k];
     if (edge->vals[0]) {
       GROW(*rows, cap, n + 1);
       (*rows)[n++] = (struct report_row) { callers ? edge->caller : edge->callee, edge };
     }
-    id = callers ? edge->next_in : edge->next_out;
   }
   sort_report = r;
   if (n > 1) qsort(*rows, n, sizeof(**rows), callers ? compare_callers : compare_callees);
