@@ -24,6 +24,7 @@
 #include <zlib.h>
 
 int igprof_counter_has_leaks(int id);
+int igprof_counter_is_sum(int id);
 
 static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned checkpoint_seq;
@@ -263,7 +264,7 @@ static void write_counters(struct dump_ctx *d, struct igprof_node *n, struct nod
   for (int i = 0; i < igprof_counter_count(); ++i) {
     int64_t ticks = atomic_load_explicit(&c[i].ticks, memory_order_relaxed);
     int64_t value = atomic_load_explicit(&c[i].value, memory_order_relaxed);
-    int64_t peak = atomic_load_explicit(&c[i].peak, memory_order_relaxed);
+    int64_t peak = igprof_counter_is_sum(i) ? value : atomic_load_explicit(&c[i].peak, memory_order_relaxed);
     int has_leaks = igprof_counter_has_leaks(i) && info->leaks;
     if (!ticks && !peak && !has_leaks) continue;
     igprof_out_str(o, " V");

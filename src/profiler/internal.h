@@ -163,6 +163,8 @@ int igprof_hook_is_installed(void *address);
 enum igprof_counter_kind {
   IGPROF_COUNTER_TICK, /* value += amount; peak = high-water mark of value */
   IGPROF_COUNTER_MAX,  /* value = max(value, amount); peak stays 0 */
+  IGPROF_COUNTER_SUM,  /* value += amount, never released: peak is written as value
+                        * (saves tracking it on every event; MEM_TOTAL, PERF_TICKS) */
 };
 
 /* Define a counter (in module start only). Counters are written in
@@ -192,6 +194,12 @@ struct igprof_node {
 #define IGPROF_PC_TRUNCATED ((uintptr_t) 1)
 
 struct igprof_node *igprof_tree_root(void);
+
+/* The node's counter block (IGPROF_MAX_COUNTERS entries), allocated on
+ * first use; NULL if out of memory. For a module that updates several
+ * counters per event (then use igprof_counter_block_add). */
+struct igprof_counter_value *igprof_node_counters(struct igprof_node *n);
+void igprof_counter_block_add(struct igprof_counter_value *block, int id, int64_t ticks, int64_t amount);
 
 /* Add ticks/amount to counter `id` of node n (lock-free, any thread). */
 void igprof_counter_add(struct igprof_node *n, int id, int64_t ticks, int64_t amount);

@@ -98,10 +98,11 @@ static void record(void *ptr, size_t requested, void *caller)
     if (overhead == OVERHEAD_DELTA && size == 0) return;
   }
   struct igprof_node *node = igprof_capture_from_hook(caller);
-  if (!node) return;
-  igprof_counter_add(node, c_total, 1, (int64_t) size);
-  igprof_counter_add(node, c_max, 1, (int64_t) size);
-  igprof_counter_add(node, c_live, 1, (int64_t) size);
+  struct igprof_counter_value *c = node ? igprof_node_counters(node) : NULL;
+  if (!c) return;
+  igprof_counter_block_add(c, c_total, 1, (int64_t) size);
+  igprof_counter_block_add(c, c_max, 1, (int64_t) size);
+  igprof_counter_block_add(c, c_live, 1, (int64_t) size);
   igprof_live_insert((uintptr_t) ptr, node, size);
 }
 
@@ -405,7 +406,7 @@ int igprof_mem_listen(const struct igprof_alloc_listener *l)
 static int mem_start(void)
 {
   /* IgProf's slot order, so IgProf's tools list them alike. */
-  c_total = igprof_counter_define("MEM_TOTAL", IGPROF_COUNTER_TICK, 0);
+  c_total = igprof_counter_define("MEM_TOTAL", IGPROF_COUNTER_SUM, 0);
   c_max = igprof_counter_define("MEM_MAX", IGPROF_COUNTER_MAX, 0);
   c_live = igprof_counter_define("MEM_LIVE", IGPROF_COUNTER_TICK, 1);
   if (c_total < 0 || c_max < 0 || c_live < 0) return -1;

@@ -36,7 +36,7 @@ int igprof_counter_has_leaks(int id) { return counters[id].leaks; }
 
 struct igprof_node *igprof_tree_root(void) { return &root; }
 
-static struct igprof_counter_value *node_counters(struct igprof_node *n)
+struct igprof_counter_value *igprof_node_counters(struct igprof_node *n)
 {
   struct igprof_counter_value *c = atomic_load_explicit(&n->counters, memory_order_acquire);
   if (IGPROF_LIKELY(c)) return c;
@@ -57,19 +57,32 @@ static void atomic_max(_Atomic int64_t *slot, int64_t v)
     ;
 }
 
-void igprof_counter_add(struct igprof_node *n, int id, int64_t ticks, int64_t amount)
+void igprof_counter_block_add(struct igprof_counter_value *c, int id, int64_t ticks, int64_t amount)
 {
-  struct igprof_counter_value *c = node_counters(n);
-  if (!c) return;
   c += id;
   atomic_fetch_add_explicit(&c->ticks, ticks, memory_order_relaxed);
-  if (counters[id].kind == IGPROF_COUNTER_MAX) {
+  switch (counters[id].kind) {
+  case IGPROF_COUNTER_MAX:
     atomic_max(&c->value, amount);
-  } else {
+    break;
+  case IGPROF_COUNTER_SUM:
+    atomic_fetch_add_explicit(&c->value, amount, memory_order_relaxed);
+    break;
+  case IGPROF_COUNTER_TICK: {
     int64_t now = atomic_fetch_add_explicit(&c->value, amount, memory_order_relaxed) + amount;
     atomic_max(&c->peak, now);
+    break;
+  }
   }
 }
+
+void igprof_counter_add(struct igprof_node *n, int id, int64_t ticks, int64_t amount)
+{
+  struct igprof_counter_value *c = igprof_node_counters(n);
+  if (c) igprof_counter_block_add(c, id, ticks, amount);
+}
+
+int igprof_counter_is_sum(int id) { return counters[id].kind == IGPROF_COUNTER_SUM; }
 
 void igprof_counter_release(struct igprof_node *n, int id, int64_t ticks, int64_t amount)
 {
