@@ -45,6 +45,59 @@ void launch_append_token(char **text, size_t *len, const char *token, const char
   }
 }
 
+const struct launch_option *launch_find_option(const struct launch_option *table, size_t count,
+                                               const char *arg)
+{
+  for (size_t i = 0; i < count; ++i)
+    if ((table[i].short_opt && strcmp(arg, table[i].short_opt) == 0) ||
+        (table[i].long_opt && strcmp(arg, table[i].long_opt) == 0))
+      return &table[i];
+  return NULL;
+}
+
+void launch_print_options(FILE *f, const struct launch_option *table, size_t count, int width)
+{
+  for (size_t i = 0; i < count; ++i) {
+    const struct launch_option *o = &table[i];
+    char left[64];
+    snprintf(left, sizeof left, "%s%s%s%s%s", o->short_opt ? o->short_opt : "",
+             o->short_opt && o->long_opt ? ", " : "", o->long_opt ? o->long_opt : "",
+             o->arg_name ? " " : "", o->arg_name ? o->arg_name : "");
+    fprintf(f, "  %-*s %s%s\n", width, left, o->help, o->available ? "" : " [not implemented yet]");
+  }
+  fprintf(f, "  %-*s %s\n\n", width, "-h, --help", "show this help");
+}
+
+int launch_parse(int argc, char **argv, const struct launch_option *table, size_t count,
+                 void (*usage)(FILE *), char **text, int *selected, const char *output_token,
+                 const char **output)
+{
+  size_t len = *text ? strlen(*text) : 0;
+  int i;
+  for (i = 1; i < argc; ++i) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "--") == 0) return i + 1;
+    if (arg[0] != '-' || !arg[1]) break;
+    if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+      usage(stdout);
+      exit(0);
+    }
+    const struct launch_option *o = launch_find_option(table, count, arg);
+    if (!o) launch_die(2, "unknown option '%s' (see %s --help)", arg, launch_tool);
+    if (!o->available) launch_die(2, "%s: %s is not implemented yet", arg, o->help);
+    const char *value = NULL;
+    if (o->arg_name) {
+      if (i + 1 >= argc) launch_die(2, "%s needs an argument (%s)", arg, o->expect);
+      value = argv[++i];
+      if (o->check && !o->check(value)) launch_die(2, "%s: bad argument, expected %s", arg, o->expect);
+    }
+    if (output_token && strncmp(o->token, output_token, strlen(output_token)) == 0) *output = value;
+    launch_append_token(text, &len, o->token, value);
+    *selected += o->selects;
+  }
+  return i;
+}
+
 char *launch_resolve_program(const char *prog)
 {
   struct stat st;

@@ -5,6 +5,38 @@
 #define IGPROF_LAUNCH_H
 
 #include <stddef.h>
+#include <stdio.h>
+
+/* One row of a launcher's option table. `token` is appended to the option
+ * string ($IGPROF, $IGTRACE); in it "%s" stands for the quoted argument. A
+ * row with available = 0 is reserved syntax whose module is not built yet.
+ * Adding an option is adding a row. */
+struct launch_option {
+  const char *short_opt, *long_opt;
+  const char *arg_name;            /* NULL: takes no argument */
+  const char *token;
+  int (*check)(const char *arg);   /* validates the argument */
+  const char *expect;              /* what a valid argument looks like */
+  int selects;                     /* chooses a profiler module / an event class */
+  int available;
+  const char *help;
+};
+
+const struct launch_option *launch_find_option(const struct launch_option *table, size_t count,
+                                               const char *arg);
+
+/* The table as help text, option column `width` wide. */
+void launch_print_options(FILE *f, const struct launch_option *table, size_t count, int width);
+
+/* Parse the options in argv[1..] up to "--" or the first non-option: -h and
+ * --help print usage on stdout and exit 0; any error exits 2 with a message.
+ * Appends each option's token to *text, adds up `selects` in *selected, and
+ * sets *output to the argument of the option whose token starts with
+ * `output_token` (if given). Returns the index of the program in argv
+ * (argc if there is none). */
+int launch_parse(int argc, char **argv, const struct launch_option *table, size_t count,
+                 void (*usage)(FILE *), char **text, int *selected, const char *output_token,
+                 const char **output);
 
 /* "igprof" or "igtrace": the prefix of every message. */
 extern const char *launch_tool;

@@ -33,21 +33,8 @@ static int check_depth(const char *v) { return igprof_options_int(v, 1, 65536) >
 static int check_hz(const char *v) { return igprof_options_int(v, 1, 100000) > 0; }
 static int check_nonempty(const char *v) { return v[0] != 0; }
 
-/* One row per option. `token` is appended to $IGPROF; in it "%s" stands for
- * the quoted argument. A row with available = 0 is reserved syntax whose
- * module is not built yet. Adding an option is adding a row. */
-struct launcher_option {
-  const char *short_opt, *long_opt;
-  const char *arg_name;            /* NULL: takes no argument */
-  const char *token;
-  int (*check)(const char *arg);   /* validates the argument */
-  const char *expect;              /* what a valid argument looks like */
-  int selects_module;
-  int available;
-  const char *help;
-};
-
-static const struct launcher_option options[] = {
+/* One row per option (launch.h). */
+static const struct launch_option options[] = {
   {"-mp", "--memory-profiler", NULL, "mem", NULL, NULL, 1, 1,
    "memory profile: MEM_TOTAL, MEM_LIVE (with leaks), MEM_MAX"},
   {"-mo", "--memory-overhead", "MODE", "mem:overhead=%s", check_overhead, "none, include or delta", 0, 1,
@@ -85,64 +72,28 @@ static void usage(FILE *f)
 {
   fprintf(f, "Usage: igprof [options] [--] program [args...]\n\n"
              "Profile a program (and the processes it starts) with libigprof.so.\n\nOptions:\n");
-  for (size_t i = 0; i < NOPTIONS; ++i) {
-    const struct launcher_option *o = &options[i];
-    char left[64];
-    snprintf(left, sizeof left, "%s%s%s%s%s", o->short_opt ? o->short_opt : "",
-             o->short_opt && o->long_opt ? ", " : "", o->long_opt ? o->long_opt : "",
-             o->arg_name ? " " : "", o->arg_name ? o->arg_name : "");
-    fprintf(f, "  %-32s %s%s\n", left, o->help, o->available ? "" : " [not implemented yet]");
-  }
-  fprintf(f, "  %-32s %s\n\n", "-h, --help", "show this help");
+  launch_print_options(f, options, NOPTIONS, 32);
   fprintf(f, "Dumps: igprof.<program>.<pid> (.gz with -z) in the current directory, one per\n"
              "process, written at exit, _exit, exec, fatal signals, and on request.\n"
              "Exit status: the program's; 128+N if it died from signal N; 127 if not found.\n"
              "Read them with igprof-analyse. See docs/running.md.\n");
 }
 
-static const struct launcher_option *find_option(const char *arg)
-{
-  for (size_t i = 0; i < NOPTIONS; ++i)
-    if ((options[i].short_opt && strcmp(arg, options[i].short_opt) == 0) ||
-        (options[i].long_opt && strcmp(arg, options[i].long_opt) == 0))
-      return &options[i];
-  return NULL;
-}
-
 int main(int argc, char **argv)
 {
   char *text = NULL;
-  size_t len = 0;
-  int modules = 0, i;
+  int modules = 0;
   const char *output = NULL;
-
-  for (i = 1; i < argc; ++i) {
-    const char *arg = argv[i];
-    if (strcmp(arg, "--") == 0) { ++i; break; }
-    if (arg[0] != '-' || !arg[1]) break;
-    if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) { usage(stdout); return 0; }
-    const struct launcher_option *o = find_option(arg);
-    if (!o) launch_die(2, "unknown option '%s' (see igprof --help)", arg);
-    if (!o->available)
-      launch_die(2, "%s: %s is not implemented yet", arg, o->help);
-    const char *value = NULL;
-    if (o->arg_name) {
-      if (i + 1 >= argc) launch_die(2, "%s needs an argument (%s)", arg, o->expect);
-      value = argv[++i];
-      if (o->check && !o->check(value)) launch_die(2, "%s: bad argument, expected %s", arg, o->expect);
-    }
-    if (o->token && strncmp(o->token, "igprof:out=", 11) == 0) output = value;
-    launch_append_token(&text, &len, o->token, value);
-    modules += o->selects_module;
-  }
+  int i = launch_parse(argc, argv, options, NOPTIONS, usage, &text, &modules, "igprof:out=", &output);
   if (i >= argc) {
     fprintf(stderr, "igprof: no program to run\n");
     usage(stderr);
     return 2;
   }
   if (!modules) {
-    const struct launcher_option *pp = find_option("-pp");
+    const struct launch_option *pp = launch_find_option(options, NOPTIONS, "-pp");
     if (!pp->available) launch_die(2, "no profiler chosen and the default (-pp) is not implemented yet: use -mp");
+    size_t len = strlen(text ? text : "");
     launch_append_token(&text, &len, pp->token, NULL);
   }
   char *lib = launch_library_path();
