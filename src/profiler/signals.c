@@ -181,8 +181,12 @@ static int hook_pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 int igprof_signals_start(void)
 {
   real_sigaction = igprof_hook("core", "sigaction", (void *) hook_sigaction, 1);
-  real_sigprocmask = igprof_hook("core", "sigprocmask", (void *) hook_sigprocmask, 0);
-  real_pthread_sigmask = igprof_hook("core", "pthread_sigmask", (void *) hook_pthread_sigmask, 0);
+  /* The mask hooks matter only for a signal the application must not block
+   * (-S, a sampler's); each hook costs start-up time in every process. */
+  if (any_unblock || igprof_config.dump_signal) {
+    real_sigprocmask = igprof_hook("core", "sigprocmask", (void *) hook_sigprocmask, 1);
+    real_pthread_sigmask = igprof_hook("core", "pthread_sigmask", (void *) hook_pthread_sigmask, 1);
+  }
   if (!real_sigprocmask) real_sigprocmask = sigprocmask;
   if (!real_pthread_sigmask) real_pthread_sigmask = pthread_sigmask;
   return real_sigaction ? 0 : -1;
