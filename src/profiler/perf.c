@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <ucontext.h>
 
 #define MAX_WEIGHT 10000 /* periods one signal may stand for */
 
@@ -31,7 +32,7 @@ static _Atomic int sampling_on;   /* igprof_enable/igprof_disable; -pd starts at
 static int timer_warned;
 
 /* Statistics, reported with -d at the final dump. */
-static _Atomic uint64_t samples, periods, dropped_busy, dropped_walk, dropped_unready;
+static _Atomic uint64_t samples, periods, dropped_busy, dropped_walk, dropped_unready, kernel_samples;
 
 /* ---------------------------------------------------------------- */
 /* Options                                                           */
@@ -60,6 +61,29 @@ static int perf_option(const char *key, const char *value, char *err, size_t err
 /* Samples                                                           */
 /* ---------------------------------------------------------------- */
 
+/* -pu: did the period end while the thread was in the kernel? The CPU
+ * timer is checked on the scheduler tick; when the tick found the thread in
+ * a system call, the signal is delivered as that call returns, so the
+ * interrupted instruction is the one right after the system-call
+ * instruction. A tick in user mode interrupts anywhere else. So the samples
+ * kept are the ticks that found the thread in user mode: the same split the
+ * kernel uses for user and system time (getrusage, time(1)). */
+static int interrupted_after_syscall(const ucontext_t *uc)
+{
+#if defined(__x86_64__)
+  const unsigned char *pc = (const unsigned char *) uc->uc_mcontext.gregs[REG_RIP];
+  if (((uintptr_t) pc & 4095) < 2) return 0; /* never read across a page start */
+  return pc[-2] == 0x0f && pc[-1] == 0x05;   /* syscall */
+#elif defined(__aarch64__)
+  const uint32_t *pc = (const uint32_t *) uc->uc_mcontext.pc;
+  if (((uintptr_t) pc & 4095) < 4) return 0;
+  return pc[-1] == 0xd4000001u; /* svc #0 */
+#else
+  (void) uc;
+  return 0;
+#endif
+}
+
 static enum igprof_signal_result on_sample(int sig, siginfo_t *si, void *uc, const struct sigaction *app)
 {
   (void) sig;
@@ -71,6 +95,10 @@ static enum igprof_signal_result on_sample(int sig, siginfo_t *si, void *uc, con
   if (!atomic_load_explicit(&sampling_on, memory_order_relaxed) ||
       !atomic_load_explicit(&igprof_state.active, memory_order_relaxed))
     return IGPROF_SIGNAL_DONE;
+  if (perf_config.clock == PERF_CLOCK_USER && interrupted_after_syscall(uc)) {
+    atomic_fetch_add_explicit(&kernel_samples, 1, memory_order_relaxed);
+    return IGPROF_SIGNAL_DONE;
+  }
   int saved_errno = errno;
   int64_t weight = 1 + (si->si_overrun > 0 ? si->si_overrun : 0);
   if (weight > MAX_WEIGHT) weight = MAX_WEIGHT;
@@ -135,7 +163,7 @@ static void perf_fork_child(void)
 {
   perf_timer_fork_child();
   if (!perf_config.keep_on_fork) igprof_tree_reset_counters(1u << c_ticks);
-  samples = periods = dropped_busy = dropped_walk = dropped_unready = 0;
+  samples = periods = dropped_busy = dropped_walk = dropped_unready = kernel_samples = 0;
   start_this_thread();
 }
 
@@ -154,10 +182,11 @@ static void perf_before_final_dump(void)
 {
   perf_timer_disarm_all();
   igprof_debug("perf: %llu samples (%llu periods of %lld ns), dropped: %llu inside the profiler, "
-               "%llu unwalkable, %llu in unprepared threads",
+               "%llu unwalkable, %llu in unprepared threads; %llu in the kernel (not counted by -pu)",
                (unsigned long long) samples, (unsigned long long) periods,
                (long long) perf_period_ns(), (unsigned long long) dropped_busy,
-               (unsigned long long) dropped_walk, (unsigned long long) dropped_unready);
+               (unsigned long long) dropped_walk, (unsigned long long) dropped_unready,
+               (unsigned long long) kernel_samples);
 }
 
 /* ---------------------------------------------------------------- */

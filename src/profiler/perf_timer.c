@@ -26,12 +26,6 @@
 
 #define IE_TLS __thread __attribute__((tls_model("initial-exec")))
 
-/* Linux's encoding of a thread's CPU clocks (the ABI glibc's
- * pthread_getcpuclockid relies on): which = 0 user+system, 1 user only,
- * 2 scheduler runtime. */
-#define THREAD_CPU_CLOCK(tid, which) ((clockid_t) ((~(unsigned) (tid)) << 3) | 4 | (which))
-#define CPUCLOCK_VIRT 1
-
 struct perf_slot {
   struct perf_slot *next; /* immutable once published */
   _Atomic int owned;
@@ -98,14 +92,12 @@ static struct perf_slot *claim_slot(void)
   return s;
 }
 
-static clockid_t thread_clock(pid_t tid)
+/* -pp and -pu both count the thread's CPU time exactly (the scheduler's
+ * runtime, not tick-sampled user/system times); -pu drops the samples that
+ * fell in the kernel (perf.c). */
+static clockid_t thread_clock(void)
 {
-  switch (perf_config.clock) {
-  case PERF_CLOCK_REAL: return CLOCK_MONOTONIC;
-  case PERF_CLOCK_USER: return THREAD_CPU_CLOCK(tid, CPUCLOCK_VIRT);
-  case PERF_CLOCK_CPU: break;
-  }
-  return CLOCK_THREAD_CPUTIME_ID;
+  return perf_config.clock == PERF_CLOCK_REAL ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
 }
 
 int perf_timer_thread_start(void)
@@ -120,7 +112,7 @@ int perf_timer_thread_start(void)
   sev.sigev_value.sival_ptr = (void *) &perf_cookie;
   sev._sigev_un._tid = tid; /* sigev_notify_thread_id */
   int id = -1;
-  if (syscall(SYS_timer_create, thread_clock(tid), &sev, &id) != 0) return -1;
+  if (syscall(SYS_timer_create, thread_clock(), &sev, &id) != 0) return -1;
   atomic_store(&my_slot->timer, id);
   paused_remaining = 0;
   if (!atomic_load(&timers_stopped)) sys_timer_settime(id, perf_period_ns(), NULL);

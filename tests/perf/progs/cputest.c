@@ -7,6 +7,10 @@
  *   cputest robust      own SIGPROF handler and ITIMER_PROF, blocked signals,
  *                       alarm, the profiler's own signal number, fork loop,
  *                       100 threads: prints what it saw (same under igprof)
+ *   cputest usersys     user_burn loops in user space, sys_burn reads
+ *                       /dev/zero (time in the kernel), about as long
+ *   cputest mixed       alloc_some makes 1000 blocks of 100 bytes and
+ *                       frees all but 10; burn_one burns 10 units
  *   cputest enable      burns in burn_off with sampling disabled by
  *                       igprof_disable (if the runtime is there), then in
  *                       burn_on after igprof_enable
@@ -22,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -105,12 +110,18 @@ static __attribute__((noinline)) void sleep_wall(double seconds)
   if (nanosleep(&ts, NULL) != 0) printf("nanosleep: %s\n", strerror(errno));
 }
 
+static double spun, slept; /* measured: a loaded machine stretches both */
+
 static void *sleeper(void *p)
 {
   (void) p;
   for (int i = 0; i < 12; ++i) {
+    double t0 = now();
     spin_wall(0.05);
+    double t1 = now();
     sleep_wall(0.05);
+    spun += t1 - t0;
+    slept += now() - t1;
   }
   return NULL;
 }
@@ -118,8 +129,10 @@ static void *sleeper(void *p)
 static void sleephalf(void)
 {
   pthread_t t;
+  double t0 = now();
   pthread_create(&t, NULL, sleeper, NULL);
   pthread_join(t, NULL);
+  printf("spin %.4f sleep %.4f join %.4f\n", spun, slept, now() - t0);
 }
 
 /* ---- robust ---------------------------------------------------------- */
@@ -182,7 +195,7 @@ static void robust(void)
   for (int i = 0; i < 20; ++i) {
     pid_t pid = fork();
     if (pid == 0) {
-      spin(UNIT / 4);
+      spin(UNIT);
       _exit(i);
     }
     int st;
@@ -204,7 +217,53 @@ static void robust(void)
     }
   }
   printf("threads: %ld\n", total);
+  fflush(stdout);
+  /* CPU time the kernel accounted, for the test to compare with samples. */
+  const char *cpu_file = getenv("CPUTEST_CPU_FILE");
+  FILE *f = cpu_file ? fopen(cpu_file, "w") : NULL;
+  if (f) {
+    struct rusage self, kids;
+    getrusage(RUSAGE_SELF, &self);
+    getrusage(RUSAGE_CHILDREN, &kids);
+    fprintf(f, "%.6f %.6f\n", self.ru_utime.tv_sec + self.ru_utime.tv_usec / 1e6 + self.ru_stime.tv_sec +
+            self.ru_stime.tv_usec / 1e6, kids.ru_utime.tv_sec + kids.ru_utime.tv_usec / 1e6 +
+            kids.ru_stime.tv_sec + kids.ru_stime.tv_usec / 1e6);
+    fclose(f);
+  }
   exit(7);
+}
+
+/* ---- user / system, memory + CPU ------------------------------------ */
+
+static __attribute__((noinline)) void user_burn(void) { spin(20 * UNIT); }
+
+static __attribute__((noinline)) void sys_burn(void)
+{
+  static char buf[1 << 20];
+  FILE *f = fopen("/dev/zero", "r");
+  int fd = fileno(f);
+  for (int i = 0; i < 16000; ++i)
+    if (read(fd, buf, sizeof buf) != (ssize_t) sizeof buf) abort();
+  fclose(f);
+}
+
+static void usersys(void)
+{
+  user_burn();
+  sys_burn();
+}
+
+static __attribute__((noinline)) void alloc_some(void)
+{
+  static void *blocks[1000];
+  for (int i = 0; i < 1000; ++i) blocks[i] = malloc(100);
+  for (int i = 10; i < 1000; ++i) free(blocks[i]);
+}
+
+static void mixed(void)
+{
+  alloc_some();
+  burn_one(10);
 }
 
 /* ---- enable / disable ------------------------------------------------- */
@@ -229,8 +288,10 @@ int main(int argc, char **argv)
   else if (!strcmp(what, "sleephalf")) sleephalf();
   else if (!strcmp(what, "robust")) robust();
   else if (!strcmp(what, "enable")) enable();
+  else if (!strcmp(what, "usersys")) usersys();
+  else if (!strcmp(what, "mixed")) mixed();
   else {
-    fprintf(stderr, "usage: cputest ratio|threads|afterjoin|sleephalf|robust|enable\n");
+    fprintf(stderr, "usage: cputest ratio|threads|afterjoin|sleephalf|robust|usersys|mixed|enable\n");
     return 2;
   }
   return 0;

@@ -1,0 +1,343 @@
+#!/usr/bin/env python3
+"""Tests of the CPU sampler (igprof -pp, -pr, -pu, -pf, -pk, -pd).
+
+Runs tests/perf/progs/cputest.c scenarios, whose CPU splits are fixed by
+construction (loop iterations, or wall-clock phases for -pr), and real
+programs, under the launcher; reads the dumps with tests/profiler/igdump.py
+(an independent reader of the dump grammar) and compares per-function
+sample counts with the expected split, and sample totals with the CPU time
+the kernel accounted to the processes.
+
+Usage: perf_test.py --bin BUILD/bin --progs DIR SCENARIO
+"""
+import argparse
+import glob
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'profiler'))
+import igdump  # noqa: E402
+
+TOLERANCE = 0.10
+failures = []
+
+
+def check(cond, what):
+    print(('ok:   ' if cond else 'FAIL: ') + what)
+    if not cond:
+        failures.append(what)
+
+
+def eq(actual, expected, what):
+    check(actual == expected, f'{what}: got {actual!r}, expected {expected!r}')
+
+
+def near(actual, expected, what, tol=TOLERANCE):
+    ok = expected > 0 and abs(actual - expected) <= tol * expected
+    check(ok, f'{what}: {actual:.3f} vs expected {expected:.3f} (±{tol:.0%})')
+
+
+def run(args, **kw):
+    """Run and return (CompletedProcess, CPU seconds user, system) of all
+    waited-for descendants."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = subprocess.run(args, capture_output=True, timeout=240, **kw)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+
+
+def dumps(pattern='igprof.*'):
+    return sorted(f for f in glob.glob(pattern) if '.igprof-tmp.' not in f)
+
+
+def one_dump(pattern):
+    found = dumps(pattern)
+    eq(len(found), 1, f'number of dumps matching {pattern}')
+    return igdump.Dump(found[0]) if found else None
+
+
+def ticks(dump, where=None):
+    """PERF_TICKS summed over the sampled stacks; `where(stack)` selects
+    stacks (innermost symbol first)."""
+    total = 0
+    for n in dump.nodes:
+        c = n.counters.get('PERF_TICKS')
+        if c and (where is None or where(n.stack())):
+            total += c[0]
+            if c[0] != c[1]:
+                failures.append(f'PERF_TICKS ticks {c[0]} != value {c[1]}')
+    return total
+
+
+def leaf(sym):
+    return lambda stack: stack and stack[0] == sym
+
+
+def inside(sym):
+    return lambda stack: sym in stack
+
+
+def cputest(a, *args, opts=('-pp',)):
+    return run([a.igprof, *opts, a.cputest, *args])
+
+
+# ---------------------------------------------------------------------------
+# Accuracy: splits known by construction
+
+def scenario_ratio(a):
+    r, user, system = cputest(a, 'ratio')
+    eq(r.returncode, 0, 'exit status')
+    d = one_dump('igprof.cputest.*')
+    eq(d.period, 0.005, 'T= is the default period (200 Hz)')
+    three, one = ticks(d, leaf('burn_three')), ticks(d, leaf('burn_one'))
+    print(f'burn_three {three}, burn_one {one}')
+    near(three / max(one, 1), 3.0, 'burn_three : burn_one')
+    near(ticks(d) * d.period, user + system, 'sampled time vs CPU time of the process')
+    stacks = {tuple(n.stack()[:3]) for n in d.nodes if n.symbol == 'burn_three' and 'PERF_TICKS' in n.counters}
+    eq(stacks, {('burn_three', 'ratio', 'main')}, 'stack of burn_three starts at the interrupted function')
+
+
+def scenario_rate(a):
+    r, user, system = cputest(a, 'ratio', opts=('-pp', '-pf', '1000'))
+    eq(r.returncode, 0, 'exit status')
+    d = one_dump('igprof.cputest.*')
+    eq(d.period, 0.001, 'T= with -pf 1000')
+    near(ticks(d) * d.period, user + system, 'sampled time at 1 kHz vs CPU time')
+    near(ticks(d, leaf('burn_three')) / max(ticks(d, leaf('burn_one')), 1), 3.0, 'split at 1 kHz')
+    for f in dumps():
+        os.unlink(f)
+    r, user, system = cputest(a, 'ratio', opts=('-pp', '--rate', '50'))
+    d = one_dump('igprof.cputest.*')
+    eq(d.period, 0.02, 'T= with --rate 50')
+    near(ticks(d) * d.period, user + system, 'sampled time at 50 Hz vs CPU time', tol=0.15)
+
+
+def scenario_threads(a):
+    r, user, system = cputest(a, 'threads')
+    eq(r.returncode, 0, 'exit status')
+    d = one_dump('igprof.cputest.*')
+    ta, tb = ticks(d, leaf('thread_burn_a')), ticks(d, leaf('thread_burn_b'))
+    print(f'thread_burn_a {ta}, thread_burn_b {tb}')
+    near(ta / max(tb, 1), 1.0, 'equal threads get equal samples')
+    near(ticks(d) * d.period, user + system, 'sampled time vs CPU time (two threads)')
+
+
+def scenario_afterjoin(a):
+    r, _, _ = cputest(a, 'afterjoin')
+    eq(r.returncode, 0, 'exit status')
+    d = one_dump('igprof.cputest.*')
+    w, m = ticks(d, leaf('worker_burn')), ticks(d, leaf('after_join'))
+    print(f'worker_burn {w}, after_join {m}')
+    check(m > 0, 'main thread still sampled after the worker exited')
+    near(m / max(w, 1), 1.0, 'after_join : worker_burn')
+
+
+def scenario_sleephalf(a):
+    r, _, _ = cputest(a, 'sleephalf', opts=('-pr',))
+    eq((r.returncode, r.stderr), (0, b''), 'exit status, no warning')
+    words = r.stdout.decode().split()
+    eq(words[0::2], ['spin', 'sleep', 'join'], 'the program measured its phases (no EINTR)')
+    spun, slept, joined = (float(w) for w in words[1::2])
+    d = one_dump('igprof.cputest.*')
+    asleep, awake = ticks(d, inside('sleep_wall')), ticks(d, inside('spin_wall'))
+    print(f'sleep_wall {asleep} ({slept:.3f}s), spin_wall {awake} ({spun:.3f}s)')
+    near(asleep / max(awake, 1), slept / spun, 'sleeping half the time is half the samples')
+    near(asleep * d.period, slept, 'samples in the sleep vs time asleep')
+    near(awake * d.period, spun, 'samples in the spin vs time spinning')
+    # The main thread waits in pthread_join all along: wall-clock samples there too.
+    near(ticks(d, inside('sleephalf')) * d.period, joined, 'main thread blocked in join')
+
+
+def scenario_user(a):
+    r, user, system = cputest(a, 'usersys', opts=('-pu',))
+    eq(r.returncode, 0, 'exit status')
+    d = one_dump('igprof.cputest.*')
+    print(f'-pu: user {user:.3f}s system {system:.3f}s, ticks {ticks(d)}')
+    check(system > 0.2, f'the program spends system time ({system:.3f}s)')
+    near(ticks(d) * d.period, user, '-pu samples user time only', tol=0.15)
+    near(ticks(d, inside('user_burn')) * d.period, user, 'user time is in user_burn', tol=0.15)
+    in_read = ticks(d, inside('sys_burn')) * d.period
+    check(in_read <= 0.1 * system, f'-pu: sys_burn (in the kernel) nearly unsampled: {in_read:.3f}s of {system:.3f}s')
+    for f in dumps():
+        os.unlink(f)
+    r, user, system = cputest(a, 'usersys', opts=('-pp',))
+    d = one_dump('igprof.cputest.*')
+    near(ticks(d) * d.period, user + system, '-pp samples user and system time')
+    near(ticks(d, inside('sys_burn')) / max(ticks(d, inside('user_burn')), 1),
+         system / max(user, 1e-3),
+         'system : user split', tol=0.2)
+
+
+def scenario_enable(a):
+    r, _, _ = cputest(a, 'enable', opts=('-pd',))
+    eq(r.stdout.decode(), 'API: found\nigprof_disable: was 0\n', '-pd starts disabled')
+    d = one_dump('igprof.cputest.*')
+    eq(ticks(d, leaf('burn_off')), 0, 'no samples while disabled')
+    check(ticks(d, leaf('burn_on')) > 20, f'samples after igprof_enable ({ticks(d, leaf("burn_on"))})')
+    for f in dumps():
+        os.unlink(f)
+    r, _, _ = cputest(a, 'enable')
+    eq(r.stdout.decode(), 'API: found\nigprof_disable: was 1\n', 'enabled by default')
+    d = one_dump('igprof.cputest.*')
+    eq(ticks(d, leaf('burn_off')), 0, 'igprof_disable stops sampling')
+    near(ticks(d, leaf('burn_on')) / max(1, ticks(d)), 1.0, 'all samples after igprof_enable', tol=0.05)
+
+
+def scenario_combined(a):
+    r, user, system = cputest(a, 'mixed', opts=('-pp', '-mp'))
+    eq(r.returncode, 0, 'exit status')
+    d = one_dump('igprof.cputest.*')
+    check({'PERF_TICKS', 'MEM_TOTAL', 'MEM_LIVE', 'MEM_MAX'} <= d.counter_names,
+          f'one dump with perf and memory counters: {sorted(d.counter_names)}')
+    total = d.by_leaf('MEM_TOTAL').get('alloc_some', [0, 0])
+    eq(tuple(total[:2]), (1000, 100 * 1000), 'MEM_TOTAL of alloc_some')
+    live = d.by_leaf('MEM_LIVE').get('alloc_some', [0, 0])
+    eq(tuple(live[:2]), (10, 1000), 'MEM_LIVE of alloc_some')
+    near(ticks(d, leaf('burn_one')) * d.period, user + system, 'burn_one has the CPU time', tol=0.15)
+    eq(d.period, 0.005, 'T= of a combined profile')
+
+
+# ---------------------------------------------------------------------------
+# Robustness: the program behaves exactly as without the profiler
+
+def same_as_native(a, argv, opts=('-pp',), what=None, check_dumps=True, **kw):
+    what = what or ' '.join(os.path.basename(x) for x in argv)
+    native, _, _ = run(argv, **kw)
+    before = set(dumps())
+    prof, user, system = run([a.igprof, *opts, *argv], **kw)
+    eq((prof.returncode, prof.stdout, prof.stderr), (native.returncode, native.stdout, native.stderr),
+       f'{what} under {" ".join(opts)}: same status, stdout, stderr')
+    new = sorted(set(dumps()) - before)
+    if check_dumps:
+        check(len(new) > 0, f'{what}: dumps written ({len(new)})')
+    return new, user, system
+
+
+def scenario_robust(a):
+    env = dict(os.environ, CPUTEST_CPU_FILE=os.path.abspath('robust.cpu'))
+    new, _, _ = same_as_native(a, [a.cputest, 'robust'], env=env)
+    with open('robust.cpu') as f:
+        own_cpu, children_cpu = (float(x) for x in f.read().split())
+    found = sorted((igdump.Dump(f) for f in new), key=ticks)
+    eq(len(found), 21, 'one dump for the program and one per forked child')
+    parent, children = found[-1], found[:-1]
+    # Sampling survived the application's SIGPROF timer, its handlers on
+    # every real-time signal, sigfillset masks, alarm, forks and threads.
+    near(ticks(parent) * parent.period, own_cpu, 'program: sampled time vs its CPU time')
+    # A child starts from zero (no -pk): its samples cover its own ~25 ms
+    # only, not the parent's hundreds. Each child's CPU time also holds
+    # writing its dump and an unfinished last period, so the sum is lower.
+    per_child = children_cpu / len(children)
+    check(all(0 < ticks(c) * c.period <= per_child + c.period for c in children),
+          f'every child sampled on its own: {[ticks(c) for c in children]} ticks, {per_child:.4f}s CPU each')
+    sampled = sum(ticks(c) * c.period for c in children)
+    check(0.6 * children_cpu <= sampled <= children_cpu, f'children: sampled {sampled:.3f}s of {children_cpu:.3f}s CPU')
+    same_as_native(a, [a.cputest, 'robust'], opts=('-pp', '-pf', '5000'), check_dumps=False)
+    same_as_native(a, [a.cputest, 'robust'], opts=('-pr',), check_dumps=False)
+    same_as_native(a, [a.cputest, 'robust'], opts=('-pu', '-pk'), check_dumps=False)
+
+
+SHELL_LOOPS = [
+    'mkdir -p d && seq 1 3000 > d/a && cp d/a d/b && tar cf - d | tar tf - | wc -l',
+    'for i in $(seq 1 60); do (echo $i | sed s/1/x/); done | tr -d "\\n" | md5sum',
+    'for i in $(seq 1 40); do echo $i | cat | sort -r | head -1 > /dev/null || exit 9; done; echo done',
+    'x=0; for i in $(seq 1 30); do x=$(( x + $(bash -c "echo $i") )); done; echo $x',
+]
+
+
+def scenario_shell(a):
+    for cmd in SHELL_LOOPS:
+        for opts in (('-pp',), ('-pp', '-pf', '10000'), ('-pr', '-pf', '2000')):
+            same_as_native(a, ['bash', '-c', cmd], opts=opts, what=cmd[:40], check_dumps=False)
+            for f in dumps():
+                os.unlink(f)
+
+
+def make_input(path, size):
+    """Deterministic, partly compressible text."""
+    words = [b'alpha', b'beta', b'gamma', b'delta', b'epsilon', b'zeta', b'eta', b'theta']
+    out, x = bytearray(), 12345
+    while len(out) < size:
+        x = (x * 1103515245 + 12345) & 0x7fffffff
+        out += words[x % 8] + (b'\n' if x % 7 == 0 else b' ') + str(x % 1000).encode()
+    with open(path, 'wb') as f:
+        f.write(out[:size])
+
+
+def real_program(a, argv, **kw):
+    new, user, system = same_as_native(a, argv, **kw)
+    found = [igdump.Dump(f) for f in new]
+    sampled = sum(ticks(d) * d.period for d in found)
+    near(sampled, user + system, f'{argv[0]}: sampled time vs CPU time', tol=0.15)
+
+
+def scenario_real(a):
+    make_input('input.txt', 6 << 20)
+    real_program(a, ['xz', '-c', '-3', 'input.txt'])
+    real_program(a, ['xz', '-c', '-3', '-T2', 'input.txt'])
+    real_program(a, ['gzip', '-c', '-6', 'input.txt'])
+    sql = ('create table t(a integer, b text);'
+           'with recursive c(x) as (select 1 union all select x + 1 from c where x < 200000) '
+           'insert into t select x, hex(x * 7919) from c;'
+           'select count(*), sum(a), max(b) from t where b like "%7%";')
+    real_program(a, ['sqlite3', ':memory:', sql])
+    py = shutil.which('python3', path='/usr/bin:/bin') or 'python3'
+    real_program(a, [py, '-c', 'import hashlib\nh = hashlib.sha256()\n'
+                     'for i in range(300000): h.update(str(i * i).encode())\nprint(h.hexdigest(), sum(range(10**6)))'])
+
+
+# ---------------------------------------------------------------------------
+# Bad input
+
+def scenario_badinput(a):
+    r, _, _ = run([a.igprof, '-pf'])
+    eq((r.returncode, b'-pf needs an argument' in r.stderr), (2, True), f'igprof -pf: {r.stderr!r}')
+    for opts, msg in ((['-pf', '0'], b'-pf: bad argument'),
+                      (['--rate', '100001'], b'--rate: bad argument'), (['-pf', 'fast', 'true'], b'-pf: bad argument')):
+        r, _, _ = run([a.igprof, *opts, 'true'])
+        eq((r.returncode, msg in r.stderr), (2, True), f'igprof {" ".join(opts)}: error and status 2 ({r.stderr!r})')
+    env = dict(os.environ, IGPROF='perf perf:hz=0', LD_PRELOAD=a.library)
+    r, _, _ = run([a.cputest, 'enable'], env=env)
+    eq(r.returncode, 0, 'bad perf:hz in $IGPROF: program still runs')
+    check(b'perf:hz must be 1..100000' in r.stderr, f'bad perf:hz in $IGPROF: reason on stderr ({r.stderr!r})')
+    eq(dumps(), [], 'bad $IGPROF: nothing profiled')
+    env['IGPROF'] = 'perf:fast'
+    r, _, _ = run([a.cputest, 'enable'], env=env)
+    check(b"unknown option 'perf:fast'" in r.stderr, f'unknown perf option named ({r.stderr!r})')
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--bin', required=True)
+    ap.add_argument('--progs', required=True)
+    ap.add_argument('scenario')
+    a = ap.parse_args()
+    a.bin, a.progs = os.path.abspath(a.bin), os.path.abspath(a.progs)
+    a.igprof = os.path.join(a.bin, 'igprof')
+    a.cputest = os.path.join(a.progs, 'cputest')
+    a.library = os.path.realpath(os.path.join(a.bin, '..', 'lib', 'igprof', 'libigprof.so'))
+    fn = globals().get('scenario_' + a.scenario)
+    if not fn:
+        sys.exit(f'unknown scenario {a.scenario}')
+    work = tempfile.mkdtemp(prefix='igprof-perf-')
+    os.chdir(work)
+    try:
+        fn(a)
+    finally:
+        os.chdir('/')
+        if not failures:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f'files kept in {work}')
+    if failures:
+        print(f'{len(failures)} failure(s)')
+        sys.exit(1)
+
+
+if __name__ == '__main__':
+    main()
