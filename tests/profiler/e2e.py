@@ -146,6 +146,17 @@ def scenario_fork(a):
         eq(os.path.exists(f'igprof.memtest.{child}'), True, 'child dump named by its pid')
 
 
+def scenario_fork_stress(a):
+    r = run([a.igprof, '-mp', a.memtest, 'fork-stress'])
+    eq((r.returncode, r.stdout, r.stderr), (0, 'children with a wrong status: 0\n', ''), 'fork while threads allocate')
+    files = dumps('igprof.memtest.*')
+    eq(len(files), 21, 'the parent and 20 children each wrote a dump')
+    children = [d for d in map(igdump.Dump, files) if d.by_leaf('MEM_TOTAL').get('child_alloc')]
+    eq(len(children), 20, 'child dumps')
+    for d in children:
+        expect_mem(d, {'child_alloc': (10, 1000, 100, 10, 1000)})
+
+
 def scenario_exec(a):
     r = run([a.igprof, '-mp', a.memtest, 'exec'])
     eq(r.returncode, 0, 'exit status')
@@ -374,7 +385,7 @@ def scenario_sample(a):
     eq(leaf_stack(d, 'strdup')[:4], ['strdup', 'add_word', 'read_text', 'main'], 'strdup stack')
 
 
-SCENARIOS = {k[len('scenario_'):]: v for k, v in globals().items() if k.startswith('scenario_')}
+SCENARIOS = {k[len('scenario_'):].replace('_', '-'): v for k, v in globals().items() if k.startswith('scenario_')}
 
 
 def main():

@@ -9,6 +9,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +227,47 @@ static int wait_for_dump(const char *ready)
   return 0;
 }
 
+/* fork while 3 threads keep allocating and freeing: the atfork handlers
+ * must leave the child with usable profiler locks. Children alternate
+ * exit() and _exit(). */
+static atomic_int stop_churn;
+
+static void *churn(void *arg)
+{
+  unsigned seed = (unsigned) (long) arg;
+  void *keep[64] = {0};
+  while (!atomic_load(&stop_churn)) {
+    seed = seed * 1103515245u + 12345u;
+    int i = (int) (seed >> 16) % 64;
+    free(keep[i]);
+    keep[i] = malloc(16 + (seed >> 8) % 2000);
+  }
+  for (int i = 0; i < 64; ++i) free(keep[i]);
+  return NULL;
+}
+
+static int fork_stress(void)
+{
+  pthread_t th[3];
+  for (long t = 0; t < 3; ++t) pthread_create(&th[t], NULL, churn, (void *) (t + 1));
+  int bad = 0;
+  for (int k = 0; k < 20; ++k) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      for (int i = 0; i < 10; ++i) sink = child_alloc(100);
+      if (k % 2) _exit(k);
+      exit(k);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != k) bad++;
+  }
+  atomic_store(&stop_churn, 1);
+  for (int t = 0; t < 3; ++t) pthread_join(th[t], NULL);
+  printf("children with a wrong status: %d\n", bad);
+  return 0;
+}
+
 /* dlopen a library with its own allocator (ownalloc.c) and use it. */
 static int dlopen_own(const char *lib)
 {
@@ -255,6 +297,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "dump-now")) return dump_now();
   if (!strcmp(s, "wait") && argc > 2) return wait_for_dump(argv[2]);
   if (!strcmp(s, "exit")) return atoi(argv[2]);
+  if (!strcmp(s, "fork-stress")) return fork_stress();
   if (!strcmp(s, "dlopen") && argc > 2) return dlopen_own(argv[2]);
   fprintf(stderr, "memtest: unknown scenario %s\n", s);
   return 2;
