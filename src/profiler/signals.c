@@ -124,7 +124,11 @@ void igprof_signals_before_exec(void)
   for (int sig = 1; sig < NSIG; ++sig) {
     if (!owned[sig].owned) continue;
     struct sigaction a = owned[sig].app;
-    if (is_app_handler(&a)) continue; /* exec resets handlers anyway */
+    /* exec resets caught signals to SIG_DFL itself; until it does, a
+     * sampler signal still queued for another thread must meet our
+     * dispatcher, not a default action that kills. Only SIG_IGN must be
+     * set by hand, since exec keeps it. */
+    if (a.sa_handler != SIG_IGN) continue;
     call_sigaction(sig, &a, NULL);
   }
 }
@@ -144,8 +148,9 @@ void igprof_signals_exec_failed(void)
 
 static int hook_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-  if (sig <= 0 || sig >= NSIG || !owned[sig].owned || !atomic_load(&igprof_state.active))
-    return real_sigaction(sig, act, old);
+  /* Answered from the shadow table even after the final dump: the
+   * dispatcher stays installed, and the application's view must not change. */
+  if (sig <= 0 || sig >= NSIG || !owned[sig].owned) return real_sigaction(sig, act, old);
   struct owned_signal *o = &owned[sig];
   struct sigaction prev = o->app;
   if (act) {

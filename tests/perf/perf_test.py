@@ -242,6 +242,27 @@ def scenario_robust(a):
     same_as_native(a, [a.cputest, 'robust'], opts=('-pu', '-pk'), check_dumps=False)
 
 
+def scenario_exec(a):
+    # A thread keeps its timer firing while main execs: the new program must
+    # never see a profiling signal (it would die of it), at any rate.
+    with open('exit3.sh', 'w') as f:
+        f.write('#!/bin/sh\nexit 3\n')
+    os.chmod('exit3.sh', 0o755)
+    statuses = []
+    for i in range(15):
+        opts = ('-pp', '-pf', '10000') if i % 3 else ('-pr', '-pf', '10000')
+        r, _, _ = run([a.igprof, *opts, a.cputest, 'execbusy', os.path.abspath('exit3.sh')])
+        statuses.append(r.returncode)
+    eq(statuses, [3] * 15, 'exit status of the exec\'d program')
+
+
+def scenario_bigfork(a):
+    # 256 MiB to copy at fork, a timer period of 100 us: without resting the
+    # timer over fork, clone would restart for ever.
+    r, _, _ = run([a.igprof, '-pp', '-pf', '10000', a.cputest, 'bigfork'])
+    eq((r.returncode, r.stdout), (0, b'forks: 5\n'), 'large process forks under a fast timer')
+
+
 SHELL_LOOPS = [
     'mkdir -p d && seq 1 3000 > d/a && cp d/a d/b && tar cf - d | tar tf - | wc -l',
     'for i in $(seq 1 60); do (echo $i | sed s/1/x/); done | tr -d "\\n" | md5sum',

@@ -11,6 +11,8 @@
  *                       /dev/zero (time in the kernel), about as long
  *   cputest mixed       alloc_some makes 1000 blocks of 100 bytes and
  *                       frees all but 10; burn_one burns 10 units
+ *   cputest execbusy P  a thread burns CPU while main execs P (no args)
+ *   cputest bigfork     touches 256 MiB, then forks 5 children that exit
  *   cputest enable      burns in burn_off with sampling disabled by
  *                       igprof_disable (if the runtime is there), then in
  *                       burn_on after igprof_enable
@@ -266,6 +268,36 @@ static void mixed(void)
   burn_one(10);
 }
 
+/* ---- exec and fork under load ------------------------------------- */
+
+static void *busy(void *p) { (void) p; for (;;) spin(UNIT); return NULL; }
+
+static void execbusy(const char *prog)
+{
+  pthread_t t;
+  pthread_create(&t, NULL, busy, NULL);
+  spin(UNIT / 2);
+  execl(prog, prog, (char *) NULL);
+  perror("execl");
+  exit(126);
+}
+
+static void bigfork(void)
+{
+  size_t size = 256u << 20;
+  char *mem = malloc(size);
+  if (!mem) abort();
+  for (size_t i = 0; i < size; i += 4096) mem[i] = (char) i;
+  int ok = 0;
+  for (int i = 0; i < 5; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(mem[(size_t) i * 4096] == (char) (i * 4096) ? 0 : 1);
+    int st;
+    if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0) ++ok;
+  }
+  printf("forks: %d\n", ok);
+}
+
 /* ---- enable / disable ------------------------------------------------- */
 
 static void enable(void)
@@ -290,8 +322,10 @@ int main(int argc, char **argv)
   else if (!strcmp(what, "enable")) enable();
   else if (!strcmp(what, "usersys")) usersys();
   else if (!strcmp(what, "mixed")) mixed();
+  else if (!strcmp(what, "execbusy") && argc > 2) execbusy(argv[2]);
+  else if (!strcmp(what, "bigfork")) bigfork();
   else {
-    fprintf(stderr, "usage: cputest ratio|threads|afterjoin|sleephalf|robust|usersys|mixed|enable\n");
+    fprintf(stderr, "usage: cputest ratio|threads|afterjoin|sleephalf|robust|usersys|mixed|execbusy PROG|bigfork|enable\n");
     return 2;
   }
   return 0;
