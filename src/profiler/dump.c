@@ -512,6 +512,7 @@ void igprof_final_dump(const char *why)
   if (!atomic_compare_exchange_strong(&igprof_state.active, &expected, 0)) return;
   for (struct igprof_module *const *m = igprof_modules_begin(); m < igprof_modules_end(); ++m)
     if (*m && (*m)->enabled && (*m)->before_final_dump) (*m)->before_final_dump();
+  igprof_dumper_flush();
   igprof_dump(IGPROF_DUMP_FINAL, NULL, why);
 }
 

@@ -32,6 +32,28 @@ void igprof_dumper_poke(void)
   errno = saved;
 }
 
+/* Take pending requests off the pipe; returns how many bytes there were. */
+static int drain(void)
+{
+  char buf[64];
+  ssize_t n, total = 0;
+  if (wake_pipe[0] < 0) return 0;
+  while ((n = read(wake_pipe[0], buf, sizeof buf)) > 0) total += n;
+  return (int) total;
+}
+
+/* Before the final dump: a checkpoint that was asked for (a -S signal just
+ * before exit) and that the dump thread did not get to yet is written now. */
+void igprof_dumper_flush(void)
+{
+  if (running && drain() > 0) igprof_dump(IGPROF_DUMP_CHECKPOINT, NULL, "dump signal");
+  struct stat st;
+  if (running && igprof_config.dump_flag[0] && stat(igprof_config.dump_flag, &st) == 0) {
+    unlink(igprof_config.dump_flag);
+    igprof_dump(IGPROF_DUMP_CHECKPOINT, NULL, "flag file");
+  }
+}
+
 static void *dumper_main(void *arg)
 {
   (void) arg;
@@ -40,12 +62,7 @@ static void *dumper_main(void *arg)
     struct pollfd p = {.fd = wake_pipe[0], .events = POLLIN};
     int rc = poll(&p, 1, igprof_config.dump_flag[0] ? FLAG_POLL_MS : -1);
     if (!atomic_load(&igprof_state.active)) break;
-    if (rc > 0 && (p.revents & POLLIN)) {
-      char buf[64];
-      while (read(wake_pipe[0], buf, sizeof buf) > 0)
-        ;
-      igprof_dump(IGPROF_DUMP_CHECKPOINT, NULL, "dump signal");
-    }
+    if (rc > 0 && (p.revents & POLLIN) && drain() > 0) igprof_dump(IGPROF_DUMP_CHECKPOINT, NULL, "dump signal");
     struct stat st;
     if (igprof_config.dump_flag[0] && stat(igprof_config.dump_flag, &st) == 0) {
       unlink(igprof_config.dump_flag);

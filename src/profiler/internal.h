@@ -375,6 +375,7 @@ void igprof_dump_fork_child(void);
 /* The -D / -S service thread (dumper.c). */
 int igprof_dumper_start(void);
 void igprof_dumper_poke(void); /* async-signal-safe: request a checkpoint dump */
+void igprof_dumper_flush(void); /* write checkpoints still pending (before the final dump) */
 
 /* Environment without libc's getenv (some programs replace it). */
 const char *igprof_getenv(const char *name);

@@ -47,12 +47,15 @@ static void hook__exit(int status)
 static enum igprof_signal_result on_fatal_signal(int sig, siginfo_t *si, void *uc,
                                                  const struct sigaction *app)
 {
-  (void) si;
   (void) uc;
   /* The application's handler decides; if it ends the process through
    * exit/_exit/abort we dump there. A fault inside the profiler itself
    * (guard held) must not re-enter it. */
   if (app->sa_handler != SIG_DFL && app->sa_handler != SIG_IGN) return IGPROF_SIGNAL_CHAIN;
+  /* Ignored stays ignored, except a fault the kernel raised: that kills. */
+  int fault = (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGTRAP) &&
+              si && si->si_code > 0;
+  if (app->sa_handler == SIG_IGN && !fault) return IGPROF_SIGNAL_CHAIN;
   if (igprof_enter()) {
     igprof_final_dump(sigabbrev_np(sig) ? sigabbrev_np(sig) : "fatal signal");
     /* keep the guard: the process is about to die */

@@ -228,6 +228,20 @@ def scenario_dlopen(a):
         eq(leaf_stack(d, 'own_alloc')[:3], ['own_alloc', 'own_alloc_test', 'dlopen_own'], 'stack through the library')
 
 
+def scenario_signal_view(a):
+    native = run([a.memtest, 'signal-view'])
+    eq(native.stdout.count('yes'), 3, 'native run sees its own dispositions')
+    for opts in (['-mp'], ['-mp', '-S', 'USR1']):
+        prof = run([a.igprof] + opts + [a.memtest, 'signal-view'])
+        eq((prof.returncode, prof.stdout), (native.returncode, native.stdout), f'{opts}: same signal behaviour')
+    # with -S USR1 the two raise(SIGUSR1) also gave checkpoint dumps; requests
+    # that arrive while one is pending are served by one dump
+    files = dumps('igprof.memtest.*')
+    checkpoints = [f for f in files if f.endswith(('.1', '.2'))]
+    check(len(files) - len(checkpoints) == 2 and 1 <= len(checkpoints) <= 2,
+          f'two final dumps and one or two checkpoints: {files}')
+
+
 def scenario_contract(a):
     native = run([a.memtest, 'contract'])
     prof = run([a.igprof, '-mp', a.memtest, 'contract'])

@@ -268,6 +268,43 @@ static int fork_stress(void)
   return 0;
 }
 
+/* The application's view of signals the profiler owns must be its own:
+ * sigaction reads back what it set, its handlers run, SIG_IGN ignores. */
+static volatile sig_atomic_t usr1_seen, term_seen;
+static void on_usr1(int sig) { (void) sig; usr1_seen++; }
+static void on_term_info(int sig, siginfo_t *si, void *uc)
+{
+  (void) uc;
+  if (sig == SIGTERM && si->si_pid == getpid()) term_seen++;
+}
+
+static int signal_view(void)
+{
+  struct sigaction sa, old;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_usr1;
+  sigaction(SIGUSR1, &sa, NULL);
+  sigaction(SIGUSR1, NULL, &old);
+  printf("USR1 handler reads back: %s\n", old.sa_handler == on_usr1 ? "yes" : "no");
+  raise(SIGUSR1);
+  raise(SIGUSR1);
+  printf("USR1 handler ran %d times\n", (int) usr1_seen);
+  signal(SIGINT, SIG_IGN);
+  raise(SIGINT);
+  sigaction(SIGINT, NULL, &old);
+  printf("SIGINT ignored, reads back SIG_IGN: %s\n", old.sa_handler == SIG_IGN ? "yes" : "no");
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_term_info;
+  sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+  sigaction(SIGTERM, &sa, NULL);
+  raise(SIGTERM);
+  sigaction(SIGTERM, NULL, &old);
+  printf("SIGTERM siginfo handler ran %d time(s), reset to SIG_DFL: %s\n", (int) term_seen,
+         old.sa_handler == SIG_DFL ? "yes" : "no");
+  sink = exit_alloc(42);
+  return 0;
+}
+
 /* dlopen a library with its own allocator (ownalloc.c) and use it. */
 static int dlopen_own(const char *lib)
 {
@@ -298,6 +335,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "wait") && argc > 2) return wait_for_dump(argv[2]);
   if (!strcmp(s, "exit")) return atoi(argv[2]);
   if (!strcmp(s, "fork-stress")) return fork_stress();
+  if (!strcmp(s, "signal-view")) return signal_view();
   if (!strcmp(s, "dlopen") && argc > 2) return dlopen_own(argv[2]);
   fprintf(stderr, "memtest: unknown scenario %s\n", s);
   return 2;
