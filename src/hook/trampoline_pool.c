@@ -32,6 +32,9 @@ static int nchunks;
  * into their free tails. A process that finds itself a new pid retires every
  * inherited chunk and allocates its own. */
 static pid_t owner_pid;
+static int refuse_near;
+
+void tramp_pool_refuse_near(int refuse) { refuse_near = refuse; }
 
 int tramp_pool_contains(uintptr_t addr)
 {
@@ -111,18 +114,21 @@ static int new_chunk(uintptr_t hint, struct chunk *c)
 {
   int fd = (int)memfd_create("igprof-trampolines", MFD_CLOEXEC);
   if (fd >= 0) {
-    void *w = NULL, *x = NULL;
+    /* The executable view first: the writable one, placed anywhere, could
+     * otherwise take the very gap chosen for it. */
+    void *x = NULL, *w = MAP_FAILED;
     if (ftruncate(fd, (off_t)CHUNK) == 0 &&
-        (w = mmap(NULL, CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) != MAP_FAILED &&
-        (x = map_at(hint, PROT_READ | PROT_EXEC, MAP_SHARED, fd)) != NULL) {
+        (x = map_at(hint, PROT_READ | PROT_EXEC, MAP_SHARED, fd)) != NULL &&
+        (w = mmap(NULL, CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) != MAP_FAILED) {
       close(fd);
       *c = (struct chunk){w, (uintptr_t)x, 0, 1};
       return 0;
     }
     int saved = errno;
-    if (w && w != MAP_FAILED)
-      munmap(w, CHUNK);
+    if (x)
+      munmap(x, CHUNK);
     close(fd);
+    errno = saved;
     if (saved == EEXIST)
       return -1;
   }
@@ -150,6 +156,10 @@ int tramp_reserve(uintptr_t near, size_t size, struct tramp_block *out, const ch
 {
   retire_inherited_chunks();
   size = (size + 15) & ~(size_t)15;
+  if (near && refuse_near) {
+    *why = "no free address space within near-jump reach (forced by a test)";
+    return -1;
+  }
   for (int i = 0; i < nchunks; i++) {
     struct chunk *c = &chunks[i];
     if (CHUNK - c->used >= size && (!near || arch_near_reachable(c->exec, near, CHUNK))) {

@@ -33,6 +33,10 @@ int tramp_reserve(uintptr_t near, size_t size, struct tramp_block *out, const ch
  * what was written executable. */
 void tramp_commit(struct tramp_block *block, size_t used);
 
+/* Tests only: while set, no chunk counts as within near reach and none is
+ * created there, as in an address space with no free room near the target. */
+void tramp_pool_refuse_near(int refuse);
+
 /* Non-zero if addr lies in the executable view of a trampoline chunk. */
 int tramp_pool_contains(uintptr_t addr);
 
