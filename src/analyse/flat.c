@@ -101,6 +101,7 @@ static int compare_edge_callee(const void *a, const void *b)
 static void index_edges(struct flat_profile *fp)
 {
   size_t n = fp->count, m = fp->nedges;
+  idmap_free(&fp->edge_map);
   uint32_t *out_off = xcalloc(n + 1, sizeof(*out_off)), *in_off = xcalloc(n + 1, sizeof(*in_off));
   for (size_t i = 0; i < m; ++i) { out_off[fp->edges[i].caller + 1]++; in_off[fp->edges[i].callee + 1]++; }
   for (size_t e = 0; e < n; ++e) { out_off[e + 1] += out_off[e]; in_off[e + 1] += in_off[e]; }
@@ -121,7 +122,6 @@ static void index_edges(struct flat_profile *fp)
   fp->out_off = out_off;
   fp->in_off = in_off;
   fp->in_list = in_list;
-  idmap_free(&fp->edge_map);
 }
 
 void flat_build(struct flat_profile *fp, const struct call_tree *t, struct symtab *st)

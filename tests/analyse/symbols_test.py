@@ -64,6 +64,18 @@ src = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "symprog.c")
 want = 1 + next(i for i, l in enumerate(src) if "static int alpha(" in l)
 if alpha_line and alpha_line[0] != "alpha at symprog.c:%d" % want:
     failures.append("--lines: expected alpha at symprog.c:%d, got %s" % (want, alpha_line[0]))
+# Stripped binary with its symbols in a separate file found by .gnu_debuglink.
+d = tempfile.mkdtemp()
+stripped, debug = os.path.join(d, base), os.path.join(d, base + ".debug")
+subprocess.run(["objcopy", "--only-keep-debug", prog, debug], check=True)
+subprocess.run(["objcopy", "--strip-all", "--add-gnu-debuglink=" + debug, prog, stripped], check=True)
+with open(path) as f:
+    text = f.read().replace(prog, stripped)
+with open(path, "w") as f:
+    f.write(text)
+check(["-g"], ["main;_Z5gammai 7", "main;_Z5gammai;beta 11", "main;_Z5gammai;beta;alpha 13",
+               "main;%s+0x10 5" % base])
+os.unlink(stripped); os.unlink(debug); os.rmdir(d)
 os.unlink(path)
 if failures:
     sys.exit("\n".join(failures))
