@@ -98,6 +98,9 @@ struct trace_stack {
  * just loaded that brought the C++ runtime. */
 void trace_stack_init(const char *library);
 
+/* The address range [lo, hi) of the loaded module holding addr ({0, 0} if none). */
+void trace_module_span(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
+
 void trace_stack_fork_prepare(void);
 void trace_stack_fork_parent(void);
 void trace_stack_fork_child(void);

@@ -22,7 +22,6 @@
 #include "trace.h"
 
 #include <errno.h>
-#include <link.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -36,28 +35,6 @@ static void *(*real_sbrk)(intptr_t);
 static uintptr_t libc_lo, libc_hi;
 
 #define ACTIVE() IGPROF_LIKELY(atomic_load_explicit(&igprof_state.active, memory_order_relaxed))
-
-struct span {
-  uintptr_t addr, lo, hi;
-};
-
-static int find_module(struct dl_phdr_info *info, size_t size, void *arg)
-{
-  (void) size;
-  struct span *s = arg;
-  uintptr_t lo = UINTPTR_MAX, hi = 0;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    if (ph->p_type != PT_LOAD) continue;
-    uintptr_t a = info->dlpi_addr + ph->p_vaddr;
-    if (a < lo) lo = a;
-    if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
-  }
-  if (s->addr < lo || s->addr >= hi) return 0;
-  s->lo = lo;
-  s->hi = hi;
-  return 1;
-}
 
 /* Should this call be traced? Sets *entered if this hook took the guard. */
 static int trace_begin(void *caller, int *entered)
@@ -205,10 +182,7 @@ static void *trace_sbrk(intptr_t increment)
 int trace_mmap_start(void)
 {
   size_t size;
-  struct span libc = {(uintptr_t) hook_lookup("mmap", NULL, NULL, &size), 0, 0};
-  if (libc.addr) dl_iterate_phdr(find_module, &libc);
-  libc_lo = libc.lo;
-  libc_hi = libc.hi;
+  trace_module_span((uintptr_t) hook_lookup("mmap", NULL, NULL, &size), &libc_lo, &libc_hi);
 
   real_mmap = igprof_hook("trace", "mmap", (void *) trace_mmap, 1);
   if (!real_mmap) return -1;

@@ -29,8 +29,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define EVENT_TEXT (64u * 1024u)
-#define EVENT_SCRATCH (64u * 1024u)
+/* Reserved, touched only as far as used: deep stacks of long C++ names fit. */
+#define EVENT_TEXT (256u * 1024u)
+#define EVENT_SCRATCH (256u * 1024u)
 #define HIGH_FD 900
 
 static int out_fd = -1;

@@ -31,6 +31,7 @@ static pthread_mutex_t sym_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct igprof_scratch sym_scratch;
 static struct symbols *sym_snapshot;
 static unsigned long long sym_adds, sym_subs;
+static uintptr_t self_lo, self_hi; /* libigprof.so: its frames are never shown */
 
 /* One resolved frame in the event's scratch area. */
 struct frame {
@@ -43,6 +44,8 @@ struct frame {
 struct resolved {
   int count, truncated, extra_ok;
   unsigned strings;          /* next free byte after the frames */
+  const char *last_path;     /* the module name copied last, and where */
+  unsigned last_path_at;
   struct frame extra;
   struct frame frames[];
 };
@@ -55,6 +58,36 @@ void trace_stack_capture(struct trace_stack *s, void *caller)
   if (igprof_thread_prepare() != 0) return;
   s->pcs = igprof_tls.walk_pcs;
   s->depth = igprof_walk_from_hook(s->pcs, igprof_config.depth, caller, &s->truncated);
+}
+
+struct span {
+  uintptr_t addr, lo, hi;
+};
+
+static int find_span(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  (void) size;
+  struct span *s = arg;
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+    if (a < lo) lo = a;
+    if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
+  }
+  if (s->addr < lo || s->addr >= hi) return 0;
+  s->lo = lo;
+  s->hi = hi;
+  return 1;
+}
+
+void trace_module_span(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+{
+  struct span s = {addr, 0, 0};
+  if (addr) dl_iterate_phdr(find_span, &s);
+  *lo = s.lo;
+  *hi = s.hi;
 }
 
 static int read_counters(struct dl_phdr_info *info, size_t size, void *arg)
@@ -103,7 +136,11 @@ static void resolve_one(struct trace_event *e, struct resolved *r, struct symbol
   symbols_lookup(syms, pc, &si);
   if (si.module < 0) return;
   f->lib_off = pc - si.module_base;
-  f->lib_at = put_string(e, r, si.path[0] ? si.path : "?");
+  if (si.path != r->last_path) { /* neighbouring frames share their module's name */
+    r->last_path = si.path;
+    r->last_path_at = put_string(e, r, si.path[0] ? si.path : "?");
+  }
+  f->lib_at = r->last_path_at;
   f->has_lib = f->lib_at != 0;
   if (si.name) {
     f->sym_off = pc - si.symbol_start;
@@ -120,11 +157,20 @@ int trace_stack_resolve(struct trace_event *e, const struct trace_stack *s, uint
   r->count = n;
   r->truncated = s->truncated || n < s->depth;
   r->extra_ok = 0;
+  r->last_path = NULL;
+  r->last_path_at = 0;
   r->strings = (unsigned) (sizeof *r + sizeof(struct frame) * (size_t) n);
   e->scratch[r->strings++] = 0; /* the "" at the first string offset */
   pthread_mutex_lock(&sym_lock);
   struct symbols *syms = current_symbols();
-  for (int i = 0; i < n; ++i) resolve_one(e, r, syms, s->pcs[i], &r->frames[i]);
+  int kept = 0;
+  for (int i = 0; i < n; ++i) {
+    /* A hook of the runtime between the program and the traced call (the
+     * thread-stack mmap inside pthread_create) is not the program's frame. */
+    if (s->pcs[i] >= self_lo && s->pcs[i] < self_hi) continue;
+    resolve_one(e, r, syms, s->pcs[i], &r->frames[kept++]);
+  }
+  r->count = kept;
   if (extra) {
     resolve_one(e, r, syms, extra, &r->extra);
     r->extra_ok = r->extra.has_sym;
@@ -167,6 +213,7 @@ void trace_stack_init(const char *library)
    * from when it was loaded later (then it is not in the global scope).
    * Looked up outside any hook: lookups take the loader lock and may allocate. */
   size_t size;
+  if (!self_hi) trace_module_span((uintptr_t) trace_stack_init, &self_lo, &self_hi);
   if (cxa_demangle) return;
   cxa_demangle = (char *(*)(const char *, char *, size_t *, int *)) hook_lookup("__cxa_demangle", NULL, library, &size);
 }
