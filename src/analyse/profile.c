@@ -78,10 +78,29 @@ uint32_t symtab_symbol(struct symtab *st, const char *name, size_t len, uint32_t
   return id;
 }
 
+/* Demangled name; a recursion suffix (name'2) is kept after the demangled part. */
+static const char *demangle_with_suffix(const char *name)
+{
+  const char *tick = strrchr(name, '\'');
+  if (!tick || !tick[1] || strspn(tick + 1, "0123456789") != strlen(tick + 1)) return demangle_name(name);
+  size_t n = (size_t) (tick - name);
+  char *base = xmalloc(n + 1);
+  memcpy(base, name, n);
+  base[n] = 0;
+  const char *d = demangle_name(base);
+  if (d == base) { free(base); return name; }
+  char *out = xmalloc(strlen(d) + strlen(tick) + 1);
+  strcpy(out, d);
+  strcat(out, tick);
+  free(base);
+  free((char *) d);
+  return out;
+}
+
 const char *symtab_display(struct symtab *st, uint32_t sym)
 {
   if (!st->demangle) return symtab_name(st, sym);
-  if (!st->display[sym]) st->display[sym] = demangle_name(symtab_name(st, sym));
+  if (!st->display[sym]) st->display[sym] = demangle_with_suffix(symtab_name(st, sym));
   return st->display[sym];
 }
 
