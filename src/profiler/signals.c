@@ -58,10 +58,20 @@ static int is_fault(int sig) {
   return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGTRAP;
 }
 
-static struct sigaction kernel_action(const struct sigaction *app)
+/* What the kernel gets for owned signal `sig` when the application asks
+ * for `app`. A signal the application ignores and that we only watch (to
+ * dump before it kills) is really ignored: a handler, even one that does
+ * nothing, would make poll, nanosleep or epoll_wait return EINTR where the
+ * program never sees the signal at all. Faults stay with the dispatcher
+ * (the kernel kills on an ignored fault anyway, and we dump first). */
+static struct sigaction kernel_action(int sig, const struct sigaction *app)
 {
   struct sigaction k;
   memset(&k, 0, sizeof k);
+  if (app->sa_handler == SIG_IGN && !owned[sig].unblock && !is_fault(sig)) {
+    k.sa_handler = SIG_IGN;
+    return k;
+  }
   k.sa_sigaction = dispatcher;
   k.sa_mask = app->sa_mask;
   k.sa_flags = SA_SIGINFO | SA_ONSTACK | (app->sa_flags & (SA_NODEFER | SA_RESTART));
@@ -104,7 +114,7 @@ int igprof_signal_own(int sig, igprof_signal_fn fn, int unblock)
   o->fn = fn;
   o->unblock = unblock;
   if (unblock) any_unblock = 1;
-  struct sigaction k = kernel_action(&o->app);
+  struct sigaction k = kernel_action(sig, &o->app);
   if (call_sigaction(sig, &k, NULL) != 0) return -1;
   o->owned = 1;
   if (unblock) {
@@ -137,7 +147,7 @@ void igprof_signals_exec_failed(void)
 {
   for (int sig = 1; sig < NSIG; ++sig) {
     if (!owned[sig].owned) continue;
-    struct sigaction k = kernel_action(&owned[sig].app);
+    struct sigaction k = kernel_action(sig, &owned[sig].app);
     call_sigaction(sig, &k, NULL);
   }
 }
@@ -154,7 +164,7 @@ static int hook_sigaction(int sig, const struct sigaction *act, struct sigaction
   struct owned_signal *o = &owned[sig];
   struct sigaction prev = o->app;
   if (act) {
-    struct sigaction k = kernel_action(act);
+    struct sigaction k = kernel_action(sig, act);
     if (real_sigaction(sig, &k, NULL) != 0) return -1;
     o->app = *act;
   }

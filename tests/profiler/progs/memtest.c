@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,6 +279,16 @@ static void on_term_info(int sig, siginfo_t *si, void *uc)
   if (sig == SIGTERM && si->si_pid == getpid()) term_seen++;
 }
 
+static pthread_t main_thread;
+
+static void *send_hup(void *arg)
+{
+  (void) arg;
+  usleep(50000);
+  pthread_kill(main_thread, SIGHUP);
+  return NULL;
+}
+
 static int signal_view(void)
 {
   struct sigaction sa, old;
@@ -293,6 +304,15 @@ static int signal_view(void)
   raise(SIGINT);
   sigaction(SIGINT, NULL, &old);
   printf("SIGINT ignored, reads back SIG_IGN: %s\n", old.sa_handler == SIG_IGN ? "yes" : "no");
+  /* An ignored signal must not interrupt a sleep (no EINTR). */
+  signal(SIGHUP, SIG_IGN);
+  main_thread = pthread_self();
+  pthread_t t;
+  pthread_create(&t, NULL, send_hup, NULL);
+  struct timespec ts = {0, 300000000};
+  int rc = nanosleep(&ts, NULL);
+  pthread_join(t, NULL);
+  printf("nanosleep with an ignored SIGHUP: rc=%d\n", rc);
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_term_info;
   sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
