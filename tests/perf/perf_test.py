@@ -256,6 +256,26 @@ def scenario_exec(a):
     eq(statuses, [3] * 15, 'exit status of the exec\'d program')
 
 
+def scenario_fork(a):
+    for keep in (False, True):
+        for f in dumps():
+            os.unlink(f)
+        r, _, _ = cputest(a, 'forkkeep', opts=('-pp', '-pk') if keep else ('-pp',))
+        eq((r.returncode, r.stdout), (0, b'child: 0\n'), 'exit status and output')
+        found = [igdump.Dump(f) for f in dumps('igprof.cputest.*')]
+        eq(len(found), 2, 'a dump for the parent and one for the child')
+        if len(found) != 2:
+            continue
+        parent, child = sorted(found, key=lambda d: ticks(d, leaf('burn_one')))
+        three = ticks(parent, leaf('burn_three'))
+        check(three > 20 and ticks(parent, leaf('burn_one')) == 0, f'parent: burn_three {three}, no burn_one')
+        near(ticks(child, leaf('burn_one')) / max(three, 1), 2 / 3, 'child: burn_one : parent burn_three')
+        if keep:
+            eq(ticks(child, leaf('burn_three')), three, '-pk: the child keeps exactly the parent\'s samples')
+        else:
+            eq(ticks(child, leaf('burn_three')), 0, 'without -pk the child starts from zero')
+
+
 def scenario_bigfork(a):
     # 256 MiB to copy at fork, a timer period of 100 us: without resting the
     # timer over fork, clone would restart for ever.

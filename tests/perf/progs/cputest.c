@@ -12,6 +12,7 @@
  *   cputest mixed       alloc_some makes 1000 blocks of 100 bytes and
  *                       frees all but 10; burn_one burns 10 units
  *   cputest execbusy P  a thread burns CPU while main execs P (no args)
+ *   cputest forkkeep    burn_three(15), then a child burns burn_one(10)
  *   cputest bigfork     touches 256 MiB, then forks 5 children that exit
  *   cputest enable      burns in burn_off with sampling disabled by
  *                       igprof_disable (if the runtime is there), then in
@@ -282,6 +283,19 @@ static void execbusy(const char *prog)
   exit(126);
 }
 
+static void forkkeep(void)
+{
+  burn_three(15);
+  pid_t pid = fork();
+  if (pid == 0) {
+    burn_one(10);
+    exit(0);
+  }
+  int st;
+  waitpid(pid, &st, 0);
+  printf("child: %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
 static void bigfork(void)
 {
   size_t size = 256u << 20;
@@ -324,8 +338,9 @@ int main(int argc, char **argv)
   else if (!strcmp(what, "mixed")) mixed();
   else if (!strcmp(what, "execbusy") && argc > 2) execbusy(argv[2]);
   else if (!strcmp(what, "bigfork")) bigfork();
+  else if (!strcmp(what, "forkkeep")) forkkeep();
   else {
-    fprintf(stderr, "usage: cputest ratio|threads|afterjoin|sleephalf|robust|usersys|mixed|execbusy PROG|bigfork|enable\n");
+    fprintf(stderr, "usage: cputest ratio|threads|afterjoin|sleephalf|robust|usersys|mixed|execbusy PROG|forkkeep|bigfork|enable\n");
     return 2;
   }
   return 0;
