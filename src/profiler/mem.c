@@ -121,18 +121,25 @@ static void forget(void *ptr, void *caller)
 /* The replacements' bodies, for the chain `c` of the definition that was
  * called; `caller` is the return address into the code that called it. */
 
+/* The common tail of an allocating replacement: record a success (errno
+ * kept as the original left it) and leave the profiler. */
+static inline void *allocated(void *p, size_t size, void *caller)
+{
+  if (p) {
+    int saved = errno;
+    record(p, size, caller);
+    errno = saved;
+  }
+  igprof_leave();
+  return p;
+}
+
 static inline void *mem_malloc_body(const struct mem_chain *c, void *caller, size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return c->malloc(n);
   void *p = c->malloc(n);
   TELL(MALLOC, p, NULL, n, 0, 0);
-  if (p) {
-    int saved = errno;
-    record(p, n, caller);
-    errno = saved;
-  }
-  igprof_leave();
-  return p;
+  return allocated(p, n, caller);
 }
 
 static inline void *mem_calloc_body(const struct mem_chain *c, void *caller, size_t n, size_t m)
@@ -140,13 +147,7 @@ static inline void *mem_calloc_body(const struct mem_chain *c, void *caller, siz
   if (!ACTIVE() || !igprof_enter()) return c->calloc(n, m);
   void *p = c->calloc(n, m);
   TELL(CALLOC, p, NULL, n, m, 0);
-  if (p) {
-    int saved = errno;
-    record(p, n * m, caller); /* no overflow: calloc succeeded */
-    errno = saved;
-  }
-  igprof_leave();
-  return p;
+  return allocated(p, n * m, caller); /* no overflow: calloc succeeded */
 }
 
 static inline void mem_free_body(const struct mem_chain *c, void *caller, void *p)
@@ -214,13 +215,7 @@ static inline void *mem_memalign_body(const struct mem_chain *c, void *caller, s
   if (!ACTIVE() || !igprof_enter()) return c->memalign(align, n);
   void *p = c->memalign(align, n);
   TELL(MEMALIGN, p, NULL, n, 0, align);
-  if (p) {
-    int saved = errno;
-    record(p, n, caller);
-    errno = saved;
-  }
-  igprof_leave();
-  return p;
+  return allocated(p, n, caller);
 }
 
 static inline void *mem_aligned_alloc_body(const struct mem_chain *c, void *caller, size_t align, size_t n)
@@ -228,13 +223,7 @@ static inline void *mem_aligned_alloc_body(const struct mem_chain *c, void *call
   if (!ACTIVE() || !igprof_enter()) return c->aligned_alloc(align, n);
   void *p = c->aligned_alloc(align, n);
   TELL(ALIGNED_ALLOC, p, NULL, n, 0, align);
-  if (p) {
-    int saved = errno;
-    record(p, n, caller);
-    errno = saved;
-  }
-  igprof_leave();
-  return p;
+  return allocated(p, n, caller);
 }
 
 static inline int mem_posix_memalign_body(const struct mem_chain *c, void *caller, void **out, size_t align,
@@ -255,13 +244,7 @@ static inline void *mem_valloc_body(const struct mem_chain *c, void *caller, siz
   if (!ACTIVE() || !igprof_enter()) return c->valloc(n);
   void *p = c->valloc(n);
   TELL(VALLOC, p, NULL, n, 0, 0);
-  if (p) {
-    int saved = errno;
-    record(p, n, caller);
-    errno = saved;
-  }
-  igprof_leave();
-  return p;
+  return allocated(p, n, caller);
 }
 
 static inline void *mem_pvalloc_body(const struct mem_chain *c, void *caller, size_t n)
@@ -269,15 +252,8 @@ static inline void *mem_pvalloc_body(const struct mem_chain *c, void *caller, si
   if (!ACTIVE() || !igprof_enter()) return c->pvalloc(n);
   void *p = c->pvalloc(n);
   TELL(PVALLOC, p, NULL, n, 0, 0);
-  if (p) {
-    int saved = errno;
-    /* pvalloc hands out whole pages: that is what the caller asked for. */
-    size_t rounded = n ? (n + page_size - 1) & ~(page_size - 1) : page_size;
-    record(p, rounded, caller);
-    errno = saved;
-  }
-  igprof_leave();
-  return p;
+  /* pvalloc hands out whole pages: that is what the caller asked for. */
+  return allocated(p, n ? (n + page_size - 1) & ~(page_size - 1) : page_size, caller);
 }
 
 /* The replacement functions of slot k: __builtin_return_address(0) must be
