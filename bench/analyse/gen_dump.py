@@ -15,20 +15,24 @@ args = sys.argv[2:] or ["10", "6", "3", "20000"]
 branch, levels, chain, nfuncs = (int(a) for a in args[:4])
 mode = args[4] if len(args) > 4 else "callgraph"
 out.write("P=(HEX ID=1 N=(bench) T=0.010000)\n")
-defined_fn, defined_file, seed = set(), set(), [12345]
+defined_fn, defined_file, seed = {}, {}, [12345]
 
 def rnd():
     seed[0] = (seed[0] * 6364136223846793005 + 1442695040888963407) & ((1 << 64) - 1)
     return seed[0] >> 33
 
 def fn(f):
+    # ids are handed out in order of first use, as the runtime (and IgProf) do
     if f in defined_fn:
-        return "FN%x+%x" % (f, rnd() & 0xff)
-    defined_fn.add(f)
+        return "FN%x+%x" % (defined_fn[f], rnd() & 0xff)
+    fid = defined_fn[f] = len(defined_fn)
     lib = f % 40
-    fdef = "F%x" % lib if lib in defined_file else "F%x=(/usr/lib/bench/lib%d.so)" % (lib, lib)
-    defined_file.add(lib)
-    return "FN%x=(%s+%x N=(_ZN5bench4funcEi%d))+%x" % (f, fdef, f * 64, f, rnd() & 0xff)
+    if lib in defined_file:
+        fdef = "F%x" % defined_file[lib]
+    else:
+        defined_file[lib] = len(defined_file)
+        fdef = "F%x=(/usr/lib/bench/lib%d.so)" % (defined_file[lib], lib)
+    return "FN%x=(%s+%x N=(_ZN5bench4funcEi%d))+%x" % (fid, fdef, f * 64, f, rnd() & 0xff)
 
 counters_defined = [False]
 def leaf_counters():
