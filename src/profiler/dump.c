@@ -33,8 +33,7 @@ static unsigned checkpoint_seq;
 /* Names                                                             */
 /* ---------------------------------------------------------------- */
 
-/* Expand %p (pid) and %% in a user-given name. */
-static void expand_name(char *dst, size_t cap, const char *pattern)
+void igprof_expand_name(char *dst, size_t cap, const char *pattern)
 {
   size_t n = 0;
   for (const char *p = pattern; *p && n + 1 < cap; ++p) {
@@ -53,7 +52,7 @@ static void expand_name(char *dst, size_t cap, const char *pattern)
 
 static void final_name(char *dst, size_t cap)
 {
-  if (igprof_config.output[0]) expand_name(dst, cap, igprof_config.output);
+  if (igprof_config.output[0]) igprof_expand_name(dst, cap, igprof_config.output);
   else igprof_format(dst, cap, "igprof.%s.%d%s", igprof_state.program, (int) igprof_state.pid,
                      igprof_config.gzip ? ".gz" : "");
 }
@@ -453,7 +452,7 @@ int igprof_dump(enum igprof_dump_kind kind, const char *name, const char *why)
   int saved_errno = errno;
   pthread_mutex_lock(&dump_lock);
   if (name && name[0]) {
-    expand_name(target, sizeof target, name);
+    igprof_expand_name(target, sizeof target, name);
   } else {
     final_name(target, sizeof target);
     if (kind == IGPROF_DUMP_CHECKPOINT && target[0] != '|') {

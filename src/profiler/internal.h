@@ -365,6 +365,9 @@ enum igprof_dump_kind {
  * Returns 0 on success. */
 int igprof_dump(enum igprof_dump_kind kind, const char *name, const char *why);
 
+/* Expand %p (this process's pid) and %% in a user-given file name. */
+void igprof_expand_name(char *dst, size_t cap, const char *pattern);
+
 /* The final dump, once per process: marks the profiler inactive first. */
 void igprof_final_dump(const char *why);
 
