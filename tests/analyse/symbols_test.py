@@ -76,6 +76,16 @@ with open(path, "w") as f:
 check(["-g"], ["main;_Z5gammai 7", "main;_Z5gammai;beta 11", "main;_Z5gammai;beta;alpha 13",
                "main;%s+0x10 5" % base])
 os.unlink(stripped); os.unlink(debug); os.rmdir(d)
+# --lines expands the call inside inlined code into outer2 > inl, each with the
+# line of its own call.
+inl_line = 1 + next(i for i, l in enumerate(src) if "void inl(void)" in l)
+outer_line = 1 + next(i for i, l in enumerate(src) if "static void outer2(void)" in l)
+inl_dump = dump(["C1 FN0=(F0=(%s)+%x N=(@?0x1))+0 V0=(MEM_TOTAL):(1,3,3)" % (prog, o["inlined_site"])])
+r = subprocess.run([analyse, "-g", "--lines", "--flame", inl_dump], capture_output=True, text=True)
+want = "outer2 at symprog.c:%d;inl at symprog.c:%d 3" % (outer_line, inl_line)
+if r.stdout.strip() != want:
+    failures.append("inline frames: expected %r, got %r %s" % (want, r.stdout.strip(), r.stderr))
+os.unlink(inl_dump)
 os.unlink(path)
 if failures:
     sys.exit("\n".join(failures))

@@ -10,6 +10,12 @@ __attribute__((noinline)) static int alpha(int x) { return x * 3 + 1; }
 __attribute__((noinline)) static int beta(int x) { return alpha(x) - 2; }
 __attribute__((noinline)) int _Z5gammai(int x) { return beta(x) + 7; }
 
+/* probe() records a call site that lies in code inlined from inl() into outer2(). */
+static void *volatile probe_ret;
+__attribute__((noinline)) static void probe(void) { probe_ret = __builtin_return_address(0); __asm__ volatile(""); }
+static inline __attribute__((always_inline)) void inl(void) { probe(); }
+__attribute__((noinline)) static void outer2(void) { inl(); __asm__ volatile(""); }
+
 static void show(const char *name, void *fn, size_t size_hint)
 {
   Dl_info info;
@@ -24,5 +30,7 @@ int main(int argc, char **argv)
   show("beta", (void *) beta, 0);
   show("gamma", (void *) _Z5gammai, 0);
   show("main", (void *) main, 0);
+  outer2();
+  show("inlined_site", (char *) probe_ret - 1, 0);
   return _Z5gammai(argc) == 0;
 }
