@@ -51,8 +51,22 @@ static int parse(struct elf_symbols *es)
       !in_image(es, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Shdr)))
     return -1;
   const Shdr *dynsym = NULL;
+  const Shdr *names = section(es, eh->e_shstrndx);
+  if (names && !in_image(es, names->sh_offset, names->sh_size))
+    names = NULL;
+  size_t nplt = 0;
   for (size_t i = 1; i < eh->e_shnum; i++) {
     const Shdr *sh = section(es, i);
+    if (names && sh->sh_name < names->sh_size && sh->sh_type == SHT_PROGBITS && nplt < 3) {
+      const char *name = (const char *)es->image + names->sh_offset + sh->sh_name;
+      size_t left = names->sh_size - sh->sh_name;
+      if (!strncmp(name, ".plt", left) || !strncmp(name, ".plt.sec", left) ||
+          !strncmp(name, ".plt.got", left)) {
+        es->plt[nplt].start = sh->sh_addr;
+        es->plt[nplt].end = sh->sh_addr + sh->sh_size;
+        nplt++;
+      }
+    }
     switch (sh->sh_type) {
     case SHT_SYMTAB:
       load_table(es, sh, &es->symtab, &es->nsymtab, &es->strtab, &es->strtab_size);
@@ -184,6 +198,15 @@ int elf_symbols_each(const struct elf_symbols *es, unsigned tables,
 static int is_function(const struct elf_symbol *s)
 {
   return s->type == STT_FUNC || s->type == STT_GNU_IFUNC;
+}
+
+int elf_symbols_in_plt(const struct elf_symbols *es, uintptr_t addr)
+{
+  uintptr_t link_addr = addr - es->bias;
+  for (size_t i = 0; i < 3; i++)
+    if (link_addr >= es->plt[i].start && link_addr < es->plt[i].end)
+      return 1;
+  return 0;
 }
 
 struct name_query {

@@ -25,6 +25,9 @@ struct elf_symbols {
   const uint16_t *versym;       /* one entry per .dynsym symbol, or NULL */
   const unsigned char *verdef;  /* .gnu.version_d, or NULL */
   size_t verdef_size;
+  struct {                      /* .plt, .plt.sec, .plt.got (link-time addresses) */
+    uintptr_t start, end;
+  } plt[3];
 };
 
 /* Which tables elf_symbols_each visits. */
@@ -61,6 +64,10 @@ int elf_symbols_find(const struct elf_symbols *es, const char *name, struct elf_
  * start + size), or, if none, one starting exactly at `addr`. Returns 0 or -1. */
 int elf_symbols_find_address(const struct elf_symbols *es, uintptr_t addr,
                              struct elf_symbol *out);
+
+/* Non-zero if run-time address addr lies in one of the module's PLT
+ * sections: a stub that jumps to a definition elsewhere, not a function. */
+int elf_symbols_in_plt(const struct elf_symbols *es, uintptr_t addr);
 
 /* The loaded module containing `addr`: its file path (the main program's is
  * read from /proc/self/exe) and load bias. Takes the loader lock

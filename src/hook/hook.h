@@ -22,6 +22,9 @@
  *   is set), dlsym/dlvsym, dladdr1, dl_iterate_phdr, open/read/close, mmap,
  *   munmap, mprotect, memfd_create, ftruncate, getpid: hooks on any of these must
  *   pass straight through while the caller's re-entrancy guard is set.
+ * - A global lookup never yields a PLT stub: when dlsym finds a non-PIE
+ *   executable's canonical PLT entry for the name, the library definition it
+ *   stands for is used instead.
  * - Not async-signal-safe (takes the loader lock).
  */
 #ifndef IGPROF_HOOK_H

@@ -44,6 +44,47 @@ static int scan_module(struct dl_phdr_info *info, size_t size, void *arg)
   return q->address != NULL;
 }
 
+/* A non-PIE executable that takes a function's address exports an undefined
+ * symbol whose value is its PLT entry (the "canonical PLT"), and global
+ * lookups return that stub. Patching it would catch only the executable's own
+ * calls. Non-zero if addr is such an entry. */
+static int is_canonical_plt(void *addr)
+{
+  char path[4096];
+  uintptr_t bias;
+  struct elf_symbols es;
+  if (elf_module_find((uintptr_t)addr, path, sizeof path, &bias) != 0 ||
+      elf_symbols_open(&es, path, bias) != 0)
+    return 0;
+  int plt = elf_symbols_in_plt(&es, (uintptr_t)addr);
+  elf_symbols_close(&es);
+  return plt;
+}
+
+/* The definition a canonical PLT entry stands for: the first loaded library,
+ * in search order after the executable, that defines the name. */
+static void *definition_after_executable(const char *function, const char *version)
+{
+  void *main_handle = dlopen(NULL, RTLD_LAZY | RTLD_NOLOAD);
+  struct link_map *lm = NULL;
+  void *found = NULL;
+  if (!main_handle || dlinfo(main_handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm)
+    return NULL;
+  for (lm = lm->l_next; lm && !found; lm = lm->l_next) {
+    if (!lm->l_name || !lm->l_name[0])
+      continue;
+    void *h = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+      continue;
+    void *addr = version ? dlvsym(h, function, version) : dlsym(h, function);
+    if (addr && !is_canonical_plt(addr))
+      found = addr;
+    dlclose(h);
+  }
+  dlclose(main_handle);
+  return found;
+}
+
 enum hook_status hook_locate(const char *function, const char *version, const char *library,
                              void **address, size_t *size, char *detail, size_t detail_cap)
 {
@@ -65,6 +106,8 @@ enum hook_status hook_locate(const char *function, const char *version, const ch
       only_path = lm->l_name;
   }
   void *addr = version ? dlvsym(handle, function, version) : dlsym(handle, function);
+  if (addr && !library && is_canonical_plt(addr))
+    addr = definition_after_executable(function, version);
   if (!addr && !version) {
     struct scan_query q = {function, only_path, NULL};
     dl_iterate_phdr(scan_module, &q);

@@ -5,6 +5,7 @@
  * original bytes by the independent verifier, then the function is called
  * and both the replacement's count and the original's result are checked. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -121,8 +122,22 @@ static void expect_calls(long before, long n, const char *what)
     expect_calls(before, 1, "pro_hidden_mul" #v);                                            \
   } while (0);
 
+/* This executable is not PIE: taking strlen's address makes its PLT entry
+ * the canonical address, which is what dlsym(RTLD_DEFAULT) returns. A lookup
+ * must see through it to libc's implementation. */
+static void test_canonical_plt(void)
+{
+  size_t (*volatile stub)(const char *) = strlen;
+  CHECK(dlsym(RTLD_DEFAULT, "strlen") == (void *)stub);
+  void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  void *impl = hook_lookup("strlen", NULL, NULL, NULL);
+  CHECK(impl != NULL && impl != (void *)stub);
+  CHECK(libc && impl == dlsym(libc, "strlen"));
+}
+
 int main(void)
 {
+  test_canonical_plt();
   VARIANTS(RUN)
   /* the -pg/-mfentry variants put a call in the window; -fstack-protector a
    * fs: load; every window held at least one position-independent copy */
