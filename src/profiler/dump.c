@@ -65,18 +65,23 @@ static void suffixed(char *dst, size_t cap, const char *name, const char *tag)
   igprof_format(dst, cap, "%.*s.%s%s", (int) (gz ? len - 3 : len), name, tag, gz ? ".gz" : "");
 }
 
-/* Move tmp to name without replacing an existing file; on a clash try
- * name.<pid>, then name.<pid>.<n>. The chosen name goes back into name. */
+/* name + "-<n>", keeping a trailing ".gz" last. */
+static void numbered(char *dst, size_t cap, const char *name, int n)
+{
+  size_t len = strlen(name);
+  int gz = len > 3 && strcmp(name + len - 3, ".gz") == 0;
+  igprof_format(dst, cap, "%.*s-%d%s", (int) (gz ? len - 3 : len), name, n, gz ? ".gz" : "");
+}
+
+/* Move tmp to name without replacing an existing file; on a clash (another
+ * process with the same -o name, or an earlier image of this pid before an
+ * exec) try name-2, name-3, ... The chosen name goes back into name. */
 static int publish(const char *tmp, char *name, size_t cap)
 {
-  char candidate[IGPROF_PATH_MAX], tag[48];
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    if (attempt == 0) igprof_format(candidate, sizeof candidate, "%s", name);
-    else {
-      if (attempt == 1) igprof_format(tag, sizeof tag, "%d", (int) igprof_state.pid);
-      else igprof_format(tag, sizeof tag, "%d.%d", (int) igprof_state.pid, attempt - 1);
-      suffixed(candidate, sizeof candidate, name, tag);
-    }
+  char candidate[IGPROF_PATH_MAX];
+  for (int attempt = 1; attempt <= 1000; ++attempt) {
+    if (attempt == 1) igprof_format(candidate, sizeof candidate, "%s", name);
+    else numbered(candidate, sizeof candidate, name, attempt);
     int rc = renameat2(AT_FDCWD, tmp, AT_FDCWD, candidate, RENAME_NOREPLACE);
     if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
       /* File system without RENAME_NOREPLACE: link() fails on a taken name too. */

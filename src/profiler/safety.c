@@ -12,6 +12,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -70,9 +72,20 @@ static enum igprof_signal_result on_fatal_signal(int sig, siginfo_t *si, void *u
 static int (*real_execve)(const char *, char *const[], char *const[]);
 static int (*real_execveat)(int, const char *, char *const[], char *const[], int);
 
-static int exec_prepare(void)
+/* `path` names no executable file: this exec will fail, so it must not
+ * cost a dump (execvp and env try every PATH entry in turn). */
+static int exec_cannot_succeed(int dirfd, const char *path, int flags)
 {
-  if (!igprof_is_own_process() || !atomic_load(&igprof_state.active) || !igprof_enter()) return 0;
+  struct stat st;
+  if (flags & AT_EMPTY_PATH && path && !path[0]) return 0; /* fexecve: the fd decides */
+  if (!path || fstatat(dirfd, path, &st, flags & AT_SYMLINK_NOFOLLOW) != 0) return 1;
+  return !S_ISREG(st.st_mode) || faccessat(dirfd, path, X_OK, AT_EACCESS) != 0;
+}
+
+static int exec_prepare(int dirfd, const char *path, int flags)
+{
+  if (!igprof_is_own_process() || !atomic_load(&igprof_state.active)) return 0;
+  if (exec_cannot_succeed(dirfd, path, flags) || !igprof_enter()) return 0;
   FOR_EACH_MODULE(m) if (m->before_exec) m->before_exec();
   igprof_final_dump("exec");
   igprof_signals_before_exec();
@@ -93,7 +106,9 @@ static void exec_failed(int prepared)
 
 static int hook_execve(const char *path, char *const argv[], char *const envp[])
 {
-  int prepared = exec_prepare();
+  int saved = errno;
+  int prepared = exec_prepare(AT_FDCWD, path, 0);
+  errno = saved;
   int rc = real_execve(path, argv, envp);
   exec_failed(prepared);
   return rc;
@@ -101,7 +116,9 @@ static int hook_execve(const char *path, char *const argv[], char *const envp[])
 
 static int hook_execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
-  int prepared = exec_prepare();
+  int saved = errno;
+  int prepared = exec_prepare(dirfd, path, flags);
+  errno = saved;
   int rc = real_execveat(dirfd, path, argv, envp, flags);
   exec_failed(prepared);
   return rc;

@@ -169,6 +169,17 @@ def scenario_exec(a):
         expect_mem(second, {'before_exec_alloc': (0, 0, 0, 0, 0), 'do_calloc': (1, 300, 300, 1, 300)})
 
 
+def scenario_execvp(a):
+    # execvp tries each PATH entry: failed attempts must not cost dumps
+    r = run([a.igprof, '-mp', a.memtest, 'execvp', os.path.dirname(a.memtest)])
+    eq(r.returncode, 0, 'exit status')
+    files = dumps('igprof.memtest.*')
+    eq([os.path.basename(f).split('.')[-1].split('-')[1:] for f in files], [[], ['2']],
+       f'one dump before exec, one after, distinct names: {files}')
+    if len(files) == 2:
+        expect_mem(igdump.Dump(files[0]), {'before_exec_alloc': (1, 10, 10, 1, 10)})
+
+
 def scenario_exit(a):
     r = run([a.igprof, '-mp', a.memtest, '_exit'])
     eq(r.returncode, 3, 'exit status of _exit(3)')

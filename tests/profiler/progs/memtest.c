@@ -133,6 +133,18 @@ static int exec_self(const char *self)
 
 NOINLINE void *exit_alloc(size_t n) { return malloc(n); }
 
+/* execvp through a PATH whose first entries do not have the program. */
+static int exec_path_search(const char *dir)
+{
+  char path[4096];
+  snprintf(path, sizeof path, "/nonexistent/a:/nonexistent/b:/etc:%s", dir);
+  setenv("PATH", path, 1);
+  sink = before_exec_alloc(10);
+  char *args[] = {"memtest", "exit", "0", NULL};
+  execvp("memtest", args);
+  return 1;
+}
+
 static int quick_exit_path(void)
 {
   sink = exit_alloc(777);
@@ -346,6 +358,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "threads")) return threads();
   if (!strcmp(s, "fork")) return forking();
   if (!strcmp(s, "exec")) return exec_self(argv[0]);
+  if (!strcmp(s, "execvp") && argc > 2) return exec_path_search(argv[2]);
   if (!strcmp(s, "_exit")) return quick_exit_path();
   if (!strcmp(s, "abort")) return aborting();
   if (!strcmp(s, "segv")) return segv();
