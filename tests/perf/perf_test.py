@@ -13,6 +13,7 @@ Usage: perf_test.py --bin BUILD/bin --progs DIR SCENARIO
 import argparse
 import glob
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -200,6 +201,29 @@ def scenario_combined(a):
     eq(tuple(live[:2]), (10, 1000), 'MEM_LIVE of alloc_some')
     near(ticks(d, leaf('burn_one')) * d.period, user + system, 'burn_one has the CPU time', tol=0.15)
     eq(d.period, 0.005, 'T= of a combined profile')
+    # -d accounts for every sample: what the dump holds is what it reports.
+    for f in dumps():
+        os.unlink(f)
+    r, _, _ = cputest(a, 'mixed', opts=('-pp', '-mp', '-d'))
+    d = one_dump('igprof.cputest.*')
+    m = re.search(rb'perf: (\d+) samples \((\d+) periods of 5000000 ns\), dropped: (\d+) inside the profiler, '
+                  rb'(\d+) unwalkable, (\d+) in unprepared threads', r.stderr)
+    check(m is not None, '-d reports samples and drops')
+    if m:
+        samples, periods = int(m.group(1)), int(m.group(2))
+        eq(ticks(d), periods, 'PERF_TICKS in the dump = periods reported by -d')
+        eq(sum(1 for n in d.nodes if 'PERF_TICKS' in n.counters) <= samples, True, 'sampled stacks <= samples')
+    # Samples that land inside a memory hook are dropped and counted, not
+    # recorded against a half-built stack.
+    for f in dumps():
+        os.unlink(f)
+    r, _, _ = cputest(a, 'allocloop', opts=('-pp', '-mp', '-d', '-pf', '2000'))
+    d = one_dump('igprof.cputest.*')
+    m = re.search(rb'perf: (\d+) samples \((\d+) periods of 500000 ns\), dropped: (\d+) inside the profiler', r.stderr)
+    check(m is not None and int(m.group(3)) > 0, f'-d counts samples dropped inside the profiler: {m and m.groups()}')
+    if m:
+        eq(ticks(d), int(m.group(2)), 'PERF_TICKS in the dump = periods reported by -d')
+        eq(d.by_leaf('MEM_TOTAL').get('alloc_loop', [0])[0], 300000, 'MEM_TOTAL calls of alloc_loop')
 
 
 # ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@
  *   cputest execbusy P  a thread burns CPU while main execs P (no args)
  *   cputest forkkeep    burn_three(15), then a child burns burn_one(10)
  *   cputest bigfork     touches 256 MiB, then forks 5 children that exit
+ *   cputest allocloop   300000 malloc/free pairs in alloc_loop
  *   cputest enable      burns in burn_off with sampling disabled by
  *                       igprof_disable (if the runtime is there), then in
  *                       burn_on after igprof_enable
@@ -263,6 +264,15 @@ static __attribute__((noinline)) void alloc_some(void)
   for (int i = 10; i < 1000; ++i) free(blocks[i]);
 }
 
+static __attribute__((noinline)) void alloc_loop(void)
+{
+  for (int i = 0; i < 300000; ++i) {
+    void *p = malloc(64 + i % 64);
+    sink += (unsigned long) p;
+    free(p);
+  }
+}
+
 static void mixed(void)
 {
   alloc_some();
@@ -336,11 +346,12 @@ int main(int argc, char **argv)
   else if (!strcmp(what, "enable")) enable();
   else if (!strcmp(what, "usersys")) usersys();
   else if (!strcmp(what, "mixed")) mixed();
+  else if (!strcmp(what, "allocloop")) alloc_loop();
   else if (!strcmp(what, "execbusy") && argc > 2) execbusy(argv[2]);
   else if (!strcmp(what, "bigfork")) bigfork();
   else if (!strcmp(what, "forkkeep")) forkkeep();
   else {
-    fprintf(stderr, "usage: cputest ratio|threads|afterjoin|sleephalf|robust|usersys|mixed|execbusy PROG|forkkeep|bigfork|enable\n");
+    fprintf(stderr, "usage: cputest ratio|threads|afterjoin|sleephalf|robust|usersys|mixed|allocloop|execbusy PROG|forkkeep|bigfork|enable\n");
     return 2;
   }
   return 0;
