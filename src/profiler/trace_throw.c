@@ -13,6 +13,10 @@
  * demangles the type and the frames; -r TYPE matches the type as printed
  * and as mangled.
  *
+ * `throw;` (__cxa_rethrow) gives the same block headed "*** RETHROW by ...",
+ * with " Exception of type <type> (rethrown)" and no destructor line;
+ * frame 0 is the function that rethrew.
+ *
  * A C++ runtime loaded later by dlopen (a C++ extension of a C program) is
  * hooked when it arrives.
  *
@@ -32,11 +36,17 @@ struct cxx_type_info {
 };
 
 typedef void (*cxa_throw_fn)(void *, struct cxx_type_info *, void (*)(void *));
+typedef void (*cxa_rethrow_fn)(void);
+typedef struct cxx_type_info *(*current_type_fn)(void);
 static _Atomic(cxa_throw_fn) real_cxa_throw;
+static _Atomic(cxa_rethrow_fn) real_cxa_rethrow;
+static _Atomic(current_type_fn) current_exception_type;
 
 #define TYPE_CHARS 512
 
-static void report_throw(void *obj, struct cxx_type_info *tinfo, void (*dest)(void *), void *caller)
+/* One block for a throw (obj set) or a rethrow (obj NULL, no destructor). */
+static void report(const char *what, void *obj, struct cxx_type_info *tinfo, void (*dest)(void *),
+                   void *caller)
 {
   struct trace_event *e = trace_event_begin();
   if (!e) return;
@@ -53,38 +63,95 @@ static void report_throw(void *obj, struct cxx_type_info *tinfo, void (*dest)(vo
     trace_event_discard(e);
     return;
   }
-  trace_event_printf(e, "*** THROW");
+  trace_event_printf(e, "*** %s", what);
   trace_event_identity(e, " ");
-  trace_event_printf(e, ":\n Exception of type %s (object %p)\n", type, obj);
-  const char *dname = trace_extra_name(e);
-  char ddemangled[TYPE_CHARS];
-  if (dname && trace_config.demangle) {
-    trace_demangle(dname, ddemangled, sizeof ddemangled);
-    dname = ddemangled;
+  if (obj) {
+    trace_event_printf(e, ":\n Exception of type %s (object %p)\n", type, obj);
+    const char *dname = trace_extra_name(e);
+    char ddemangled[TYPE_CHARS];
+    if (dname && trace_config.demangle) {
+      trace_demangle(dname, ddemangled, sizeof ddemangled);
+      dname = ddemangled;
+    }
+    if (dest) trace_event_printf(e, " Destructor %s (%p)\n", dname ? dname : "@?", (void *) dest);
+    else trace_event_printf(e, " Destructor none\n");
+  } else {
+    trace_event_printf(e, ":\n Exception of type %s (rethrown)\n", type);
   }
-  if (dest) trace_event_printf(e, " Destructor %s (%p)\n", dname ? dname : "@?", (void *) dest);
-  else trace_event_printf(e, " Destructor none\n");
   trace_event_printf(e, " Stack:\n");
   trace_stack_print(e, 1);
   trace_event_emit(e);
 }
 
+static int report_enter(void)
+{
+  if (!atomic_load_explicit(&igprof_state.active, memory_order_relaxed) || trace_tls.inside ||
+      !igprof_enter())
+    return 0;
+  trace_tls.inside = 1;
+  return 1;
+}
+
+static void report_leave(void)
+{
+  trace_tls.inside = 0;
+  igprof_leave();
+}
+
 static void trace_cxa_throw(void *obj, struct cxx_type_info *tinfo, void (*dest)(void *))
 {
-  if (atomic_load_explicit(&igprof_state.active, memory_order_relaxed) && !trace_tls.inside &&
-      igprof_enter()) {
+  if (report_enter()) {
     int saved = errno;
-    trace_tls.inside = 1;
-    report_throw(obj, tinfo, dest, __builtin_return_address(0));
-    trace_tls.inside = 0;
-    igprof_leave();
+    report("THROW", obj, tinfo, dest, __builtin_return_address(0));
     errno = saved;
+    report_leave();
   }
   cxa_throw_fn original;
   /* Hooked on dlopen, the patch is live a moment before its chain is stored. */
   while (!(original = atomic_load(&real_cxa_throw))) sched_yield();
   original(obj, tinfo, dest);
   __builtin_unreachable();
+}
+
+/* `throw;` in a handler: the exception being handled goes on. */
+static void trace_cxa_rethrow(void)
+{
+  current_type_fn type = atomic_load(&current_exception_type);
+  if (type && report_enter()) {
+    int saved = errno;
+    report("RETHROW", NULL, type(), NULL, __builtin_return_address(0));
+    errno = saved;
+    report_leave();
+  }
+  cxa_rethrow_fn original;
+  while (!(original = atomic_load(&real_cxa_rethrow))) sched_yield();
+  original();
+  __builtin_unreachable();
+}
+
+/* Hook `name` found through `library`, or by name in the global scope
+ * (NULL: igprof_hook copes with PLT stubs of non-PIE programs there). */
+static void *hook_one(const char *library, const char *name, void *replacement)
+{
+  size_t size;
+  if (!library) return igprof_hook("trace", name, replacement, 1);
+  void *fn = hook_lookup(name, NULL, library, &size);
+  if (!fn || igprof_hook_is_installed(fn)) return NULL;
+  return igprof_hook_at("trace", name, fn, size, replacement, 1);
+}
+
+/* Hook __cxa_throw and __cxa_rethrow of the C++ runtime found through
+ * `library` (NULL: the global scope). Returns 0 if __cxa_throw is hooked. */
+static int hook_runtime(const char *library)
+{
+  size_t size;
+  atomic_store(&current_exception_type,
+               (current_type_fn) hook_lookup("__cxa_current_exception_type", NULL, library, &size));
+  cxa_throw_fn chain = (cxa_throw_fn) hook_one(library, "__cxa_throw", (void *) trace_cxa_throw);
+  atomic_store(&real_cxa_throw, chain);
+  if (chain && atomic_load(&current_exception_type))
+    atomic_store(&real_cxa_rethrow, (cxa_rethrow_fn) hook_one(library, "__cxa_rethrow", (void *) trace_cxa_rethrow));
+  return chain ? 0 : -1;
 }
 
 int trace_throw_start(void)
@@ -95,19 +162,12 @@ int trace_throw_start(void)
     igprof_debug("trace: no __cxa_throw in this process, throws are not traced");
     return 0;
   }
-  cxa_throw_fn chain = (cxa_throw_fn) igprof_hook("trace", "__cxa_throw", (void *) trace_cxa_throw, 1);
-  atomic_store(&real_cxa_throw, chain);
-  return chain ? 0 : -1;
+  return hook_runtime(NULL);
 }
 
 void trace_throw_library_loaded(const char *path)
 {
-  size_t size;
   if (!trace_config.throws || atomic_load(&real_cxa_throw)) return;
   /* A C++ runtime arriving with (or as) this library. */
-  void *fn = hook_lookup("__cxa_throw", NULL, path, &size);
-  if (!fn || igprof_hook_is_installed(fn)) return;
-  cxa_throw_fn chain = (cxa_throw_fn) igprof_hook_at("trace", "__cxa_throw", fn, size, (void *) trace_cxa_throw, 1);
-  atomic_store(&real_cxa_throw, chain);
-  if (chain) trace_stack_init(path); /* __cxa_demangle came with it */
+  if (hook_runtime(path) == 0) trace_stack_init(path); /* __cxa_demangle came with it */
 }

@@ -37,8 +37,8 @@ EVENT_RE = re.compile(
     r'|BRK addr=' + PTR + r' => (?:\d+|failed \(errno \d+\))'
     r'|SBRK increment=-?\d+ => (?:' + PTR + r'|failed \(errno \d+\))'
     r')' + IDENT)
-THROW_RE = re.compile(r'^\*\*\* THROW by (?P<prog>\S+) \[thread (?P<tid>\d+) pid (?P<pid>\d+)\]:$')
-TYPE_RE = re.compile(r'^ Exception of type (?P<type>.+) \(object ' + PTR + r'\)$')
+THROW_RE = re.compile(r'^\*\*\* (?:RE)?THROW by (?P<prog>\S+) \[thread (?P<tid>\d+) pid (?P<pid>\d+)\]:$')
+TYPE_RE = re.compile(r'^ Exception of type (?P<type>.+) \((?:object ' + PTR + r'|rethrown)\)$')
 DTOR_RE = re.compile(r'^ Destructor (?:none|.+ \(' + PTR + r'\))$')
 FRAME_RE = re.compile(r'^  (?P<n>\d+): (?P<pc>' + PTR + r') (?:(?P<sym>.+) \+ 0x[0-9a-f]+|@\?' + PTR +
                       r') \[(?:(?P<lib>.+) \+ 0x[0-9a-f]+|\?)\]$')
@@ -252,41 +252,59 @@ def scenario_fork(a):
         eq(who(3333), [(parent, parent)], f'{mode}: MALLOC 3333')
 
 
+def throw_summary(events):
+    """(kind, type, frame 0, frame 1) of each THROW/RETHROW block."""
+    out = []
+    for e in events:
+        if e.kind not in ('THROW', 'RETHROW'):
+            continue
+        m = TYPE_RE.match(e.lines[0]) if e.lines else None
+        fr = e.frames()
+        out.append((e.kind, m.group('type') if m else None, fr[0].group('sym') if fr else None,
+                    fr[1].group('sym') if len(fr) > 1 else None))
+    return out
+
+
 def scenario_throw(a):
-    """Every throw: type names, destructor, frame 0 = the throwing function."""
+    """Every throw and rethrow: type names, destructor, frame 0 = the throwing function."""
     prog = os.path.join(a.progs, 'throws')
     native = run([prog])
     r = run([a.igtrace, '-D', prog])  # -tt is the default
     eq(r.returncode, 0, 'exit status')
     eq(r.stdout, native.stdout, 'stdout')
-    eq(r.stdout, 'caught 7\n', 'program output')
-    throws = [e for e in parse(r.stderr) if e.kind == 'THROW']
-    eq(len(throws), 3, 'THROW blocks')
-    types = [TYPE_RE.match(e.lines[0]).group('type') if e.lines and TYPE_RE.match(e.lines[0]) else None
-             for e in throws]
-    eq(types, ['std::runtime_error', 'std::runtime_error', 'demo::my_error'], 'exception types (-D)')
-    firsts = [e.frames()[0].group('sym') if e.frames() else None for e in throws]
-    eq(firsts, ['thrower_function(int)', 'thrower_function(int)', 'demo::other_thrower(int)'], 'frame 0 (-D)')
-    seconds = [e.frames()[1].group('sym') if len(e.frames()) > 1 else None for e in throws]
-    eq(seconds, ['middle(int)', 'middle(int)', 'main'], 'frame 1 (-D)')
-    eq([e.lines[1] if len(e.lines) > 1 else None for e in throws][2].split(' (')[0],
+    eq(r.stdout, 'caught 8\n', 'program output')
+    events = parse(r.stderr)
+    rt = 'std::runtime_error'
+    eq(throw_summary(events), [
+        ('THROW', rt, 'thrower_function(int)', 'middle(int)'),
+        ('THROW', rt, 'thrower_function(int)', 'middle(int)'),
+        ('THROW', rt, 'thrower_function(int)', 'rethrower()'),
+        ('RETHROW', rt, 'rethrower()', 'main'),
+        ('THROW', 'demo::my_error', 'demo::other_thrower(int)', 'main'),
+    ], 'throw blocks (-D)')
+    throws = [e for e in events if e.kind in ('THROW', 'RETHROW')]
+    eq([e.lines[1] for e in throws if e.kind == 'THROW'][-1].split(' (')[0],
        ' Destructor demo::my_error::~my_error()', 'destructor of demo::my_error')
+    eq([e.lines[1] for e in throws if e.kind == 'THROW'][0].split(' (')[0],
+       ' Destructor std::runtime_error::~runtime_error()', 'destructor of std::runtime_error')
     for e in throws:
         eq(e.pid, e.tid, 'main thread throws')
-        eq(e.lines[2] if len(e.lines) > 2 else None, ' Stack:', 'Stack: line')
+        eq(e.lines[2 if e.kind == 'THROW' else 1], ' Stack:', 'Stack: line')
     # Without -D: mangled names, same frames.
     r2 = run([a.igtrace, '-tt', prog])
-    throws2 = [e for e in parse(r2.stderr) if e.kind == 'THROW']
-    eq([TYPE_RE.match(e.lines[0]).group('type') for e in throws2], ['St13runtime_error'] * 2 + ['N4demo8my_errorE'],
-       'exception types (mangled)')
-    eq([e.frames()[0].group('sym') for e in throws2],
-       ['_Z16thrower_functioni', '_Z16thrower_functioni', '_ZN4demo13other_throwerEi'], 'frame 0 (mangled)')
+    eq(throw_summary(parse(r2.stderr)), [
+        ('THROW', 'St13runtime_error', '_Z16thrower_functioni', '_Z6middlei'),
+        ('THROW', 'St13runtime_error', '_Z16thrower_functioni', '_Z6middlei'),
+        ('THROW', 'St13runtime_error', '_Z16thrower_functioni', '_Z9rethrowerv'),
+        ('RETHROW', 'St13runtime_error', '_Z9rethrowerv', 'main'),
+        ('THROW', 'N4demo8my_errorE', '_ZN4demo13other_throwerEi', 'main'),
+    ], 'throw blocks (mangled)')
     # Reject filters: by type, by function, by library.
-    for spec, left in (('runtime_error', 1), ('my_error', 2), (':other_thrower', 2), (':middle', 1),
-                       ('::libstdc++', 3), ('::/throws', 0), ('nothing:nowhere:none', 3)):
+    for spec, left in (('runtime_error', 1), ('my_error', 4), (':other_thrower', 4), (':middle', 3),
+                       (':rethrower', 3), ('::libstdc++', 5), ('::/throws', 0), ('nothing:nowhere:none', 5)):
         rr = run([a.igtrace, '-D', '-r', spec, prog])
-        eq(rr.stdout, 'caught 7\n', f'-r {spec}: program output')
-        eq(len([e for e in parse(rr.stderr) if e.kind == 'THROW']), left, f'THROW blocks with -r {spec}')
+        eq(rr.stdout, 'caught 8\n', f'-r {spec}: program output')
+        eq(len(throw_summary(parse(rr.stderr))), left, f'blocks with -r {spec}')
 
 
 def scenario_throw_dlopen(a):
