@@ -85,6 +85,105 @@ static void *definition_after_executable(const char *function, const char *versi
   return found;
 }
 
+/* ---- is a name in any loaded module's dynamic symbol table? ----------------
+ *
+ * A dlsym that fails allocates its error message and replaces the
+ * application's pending dlerror() text. Asking the loaded modules' own hash
+ * tables first (in memory, nothing allocated) lets the engine call dlsym only
+ * for names that exist. */
+
+static uint32_t gnu_hash(const char *s)
+{
+  uint32_t h = 5381;
+  for (; *s; s++)
+    h = h * 33 + (unsigned char)*s;
+  return h;
+}
+
+static uint32_t sysv_hash(const char *s)
+{
+  uint32_t h = 0;
+  for (; *s; s++) {
+    h = (h << 4) + (unsigned char)*s;
+    uint32_t g = h & 0xf0000000u;
+    h ^= g >> 24;
+    h &= ~g;
+  }
+  return h;
+}
+
+static int symbol_matches(const ElfW(Sym) *sym, const char *strtab, const char *name)
+{
+  /* an undefined symbol with a value is a canonical PLT entry: dlsym finds it */
+  return (sym->st_shndx != SHN_UNDEF || sym->st_value != 0) &&
+         strcmp(strtab + sym->st_name, name) == 0;
+}
+
+struct exists_query {
+  const char *name;
+  int found;
+};
+
+static int module_defines(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  (void)size;
+  struct exists_query *q = arg;
+  const ElfW(Dyn) *dyn = NULL;
+  for (int i = 0; i < info->dlpi_phnum; i++)
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+      dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+  if (!dyn)
+    return 0;
+  const ElfW(Sym) *symtab = NULL;
+  const char *strtab = NULL;
+  const uint32_t *gnu = NULL, *sysv = NULL;
+  for (; dyn->d_tag != DT_NULL; dyn++) {
+    /* the loader relocates these in place, except in the vDSO */
+    uintptr_t p = dyn->d_un.d_ptr;
+    if (p < info->dlpi_addr)
+      p += info->dlpi_addr;
+    switch (dyn->d_tag) {
+    case DT_SYMTAB: symtab = (const ElfW(Sym) *)p; break;
+    case DT_STRTAB: strtab = (const char *)p; break;
+    case DT_GNU_HASH: gnu = (const uint32_t *)p; break;
+    case DT_HASH: sysv = (const uint32_t *)p; break;
+    }
+  }
+  if (!symtab || !strtab)
+    return 0;
+  if (gnu) {
+    uint32_t nbuckets = gnu[0], symoffset = gnu[1], bloom_size = gnu[2];
+    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gnu + 4) + bloom_size);
+    const uint32_t *chain = buckets + nbuckets;
+    uint32_t h = gnu_hash(q->name);
+    uint32_t i = nbuckets ? buckets[h % nbuckets] : 0;
+    if (i < symoffset)
+      return 0;
+    for (;; i++) {
+      uint32_t ch = chain[i - symoffset];
+      if ((ch | 1) == (h | 1) && symbol_matches(&symtab[i], strtab, q->name))
+        return q->found = 1;
+      if (ch & 1)
+        return 0;
+    }
+  }
+  if (sysv) {
+    uint32_t nbucket = sysv[0];
+    const uint32_t *bucket = sysv + 2, *chain = bucket + nbucket;
+    for (uint32_t i = nbucket ? bucket[sysv_hash(q->name) % nbucket] : 0; i; i = chain[i])
+      if (symbol_matches(&symtab[i], strtab, q->name))
+        return q->found = 1;
+  }
+  return 0;
+}
+
+static int dynamically_defined(const char *name)
+{
+  struct exists_query q = {name, 0};
+  dl_iterate_phdr(module_defines, &q);
+  return q.found;
+}
+
 enum hook_status hook_locate(const char *function, const char *version, const char *library,
                              void **address, size_t *size, char *detail, size_t detail_cap)
 {
@@ -105,7 +204,9 @@ enum hook_status hook_locate(const char *function, const char *version, const ch
     if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 && lm)
       only_path = lm->l_name;
   }
-  void *addr = version ? dlvsym(handle, function, version) : dlsym(handle, function);
+  void *addr = NULL;
+  if (dynamically_defined(function))
+    addr = version ? dlvsym(handle, function, version) : dlsym(handle, function);
   if (addr && !library && is_canonical_plt(addr))
     addr = definition_after_executable(function, version);
   if (!addr && !version) {

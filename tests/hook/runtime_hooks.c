@@ -31,18 +31,24 @@ DECLARE(sigaction);
 
 static void *marked_block;
 
+/* every allocation made by this thread, for the no-allocation check */
+static _Thread_local long thread_allocations;
+
 static void *my_malloc(size_t n)
 {
+  thread_allocations++;
   if (n == MARK) malloc_calls++;
   return ((void *(*)(size_t))malloc_hook.chain)(n);
 }
 static void *my_calloc(size_t n, size_t m)
 {
+  thread_allocations++;
   if (n * m == MARK) calloc_calls++;
   return ((void *(*)(size_t, size_t))calloc_hook.chain)(n, m);
 }
 static void *my_realloc(void *p, size_t n)
 {
+  thread_allocations++;
   if (n == MARK) realloc_calls++;
   return ((void *(*)(void *, size_t))realloc_hook.chain)(p, n);
 }
@@ -263,6 +269,37 @@ static void test_already_hooked(void)
   free(p);
 }
 
+/* Invariant 1 of design.md: installing a hook allocates nothing from libc
+ * (malloc, calloc and realloc are hooked and counting by now). */
+static __attribute__((noinline)) long later_target(long n)
+{
+  long s = 0;
+  for (long i = 0; i < n; i++)
+    s += i ^ (s >> 3);
+  return s;
+}
+static struct hook_result later_hook;
+static long later_replacement(long n) { return ((long (*)(long))later_hook.chain)(n) + 1; }
+
+static void test_no_allocation(void)
+{
+  long expected = later_target(100);
+  /* a pending dlerror() message of the application survives the install */
+  CHECK(dlopen("/nonexistent/libmarker.so", RTLD_NOW) == NULL);
+  long before = thread_allocations;
+  /* by name: lookup through dlsym and the executable's .symtab, sizing,
+   * trampoline pool, relocation, branch scan, patch */
+  struct hook_spec spec = {"later_target", NULL, NULL, (void *)later_replacement};
+  CHECK_EQ_LONG(hook_install(&spec, &later_hook), HOOK_OK);
+  struct hook_result again;
+  CHECK_EQ_LONG(hook_install(&spec, &again), HOOK_ERR_ALREADY_HOOKED);
+  CHECK_EQ_LONG(thread_allocations - before, 0);
+  const char *err = dlerror();
+  CHECK(err && strstr(err, "libmarker.so"));
+  long (*volatile call)(long) = later_target;
+  CHECK_EQ_LONG(call(100), expected + 1);
+}
+
 int main(void)
 {
   install("malloc", (void *)my_malloc, &malloc_hook);
@@ -293,6 +330,7 @@ int main(void)
     return check_report("hook.runtime_hooks");
 
   test_memory();
+  test_no_allocation();
   test_already_hooked();
   test_threads_dl_signals();
   test_processes();
