@@ -253,6 +253,8 @@ def scenario_robust(a):
     # Sampling survived the application's SIGPROF timer, its handlers on
     # every real-time signal, sigfillset masks, alarm, forks and threads.
     near(ticks(parent) * parent.period, own_cpu, 'program: sampled time vs its CPU time')
+    masked, unmasked = ticks(parent, leaf('thread_burn_a')), ticks(parent, leaf('thread_burn_b'))
+    near(masked / max(unmasked, 1), 1.0, f'a thread that blocks all signals is sampled alike ({masked}:{unmasked})')
     # A child starts from zero (no -pk): its samples cover its own ~25 ms
     # only, not the parent's hundreds. Each child's CPU time also holds
     # writing its dump and an unfinished last period, so the sum is lower.

@@ -148,6 +148,19 @@ static void on_rt(int sig, siginfo_t *si, void *uc) { (void) sig; (void) uc; if 
 
 static void *count_thread(void *p) { spin(10000); return (void *) ((long) p * 2); }
 
+static volatile sig_atomic_t plain_hits;
+static void on_plain(int sig) { (void) sig; plain_hits++; }
+
+/* A thread that blocks every signal with pthread_sigmask, then burns. */
+static void *masked_thread(void *p)
+{
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  thread_burn_a((long) p);
+  return NULL;
+}
+
 static void robust(void)
 {
   /* The application's own profiling timer and handler. */
@@ -177,6 +190,9 @@ static void robust(void)
     if (rt_hits != 1 || back.sa_sigaction != on_rt) rt_ok = 0;
   }
   printf("real-time signals reach the application: %s\n", rt_ok ? "yes" : "no");
+  signal(SIGRTMAX, on_plain);
+  raise(SIGRTMAX);
+  printf("signal() handler on SIGRTMAX ran: %d\n", (int) plain_hits);
   spin(5 * UNIT); /* sampling goes on with the application's handlers installed */
 
   /* Block everything for a while, then look at the mask it reads back. */
@@ -187,6 +203,12 @@ static void robust(void)
   sigprocmask(SIG_SETMASK, NULL, &back);
   printf("SIGUSR1 blocked: %s\n", sigismember(&back, SIGUSR1) ? "yes" : "no");
   sigprocmask(SIG_SETMASK, &old, NULL);
+
+  /* Same work in a thread that blocked everything and in one that did not. */
+  pthread_t masked;
+  pthread_create(&masked, NULL, masked_thread, (void *) 12L);
+  pthread_join(masked, NULL);
+  thread_burn_b(12);
 
   /* alarm + pause. */
   signal(SIGALRM, on_alarm);
