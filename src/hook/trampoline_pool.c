@@ -14,6 +14,8 @@
 
 #define CHUNK ((size_t)64 * 1024)
 #define MAX_CHUNKS 512
+/* A chunk this close to a target is used without looking for a closer gap. */
+#define CLOSE_ENOUGH ((uintptr_t)256 << 20)
 /* Lowest address we consider for a chunk (above vm.mmap_min_addr). */
 #define LOWEST_ADDRESS ((uintptr_t)0x10000)
 /* Top of the 47-bit user address space. */
@@ -93,6 +95,12 @@ static uintptr_t find_near_gap(uintptr_t near)
   return s.best;
 }
 
+static int closer_gap_exists(uintptr_t near, uintptr_t than)
+{
+  uintptr_t gap = find_near_gap(near);
+  return gap && distance(gap, near) < distance(than, near);
+}
+
 /* Map the executable view at `hint` (exactly, or fail), or anywhere if 0. */
 static void *map_at(uintptr_t hint, int prot, int flags, int fd)
 {
@@ -160,16 +168,26 @@ int tramp_reserve(uintptr_t near, size_t size, struct tramp_block *out, const ch
     *why = "no free address space within near-jump reach (forced by a test)";
     return -1;
   }
+  /* The closest chunk with room serves, if it is close: the relocated code
+   * also addresses the target's data through rel32 displacements, and data a
+   * library reaches lies near the library, not near a chunk made for another
+   * library 2 GiB away. */
+  int best = -1;
   for (int i = 0; i < nchunks; i++) {
     struct chunk *c = &chunks[i];
-    if (CHUNK - c->used >= size && (!near || arch_near_reachable(c->exec, near, CHUNK))) {
-      *out = (struct tramp_block){c->write + c->used, c->exec + c->used, size, i};
-      if (!c->dual && mprotect(c->write, CHUNK, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
-        *why = "cannot make a trampoline chunk writable";
-        return -1;
-      }
-      return 0;
+    if (CHUNK - c->used >= size && (!near || arch_near_reachable(c->exec, near, CHUNK)) &&
+        (best < 0 || distance(c->exec, near) < distance(chunks[best].exec, near)))
+      best = i;
+  }
+  if (best >= 0 && (!near || distance(chunks[best].exec, near) <= CLOSE_ENOUGH ||
+                    nchunks == MAX_CHUNKS || !closer_gap_exists(near, chunks[best].exec))) {
+    struct chunk *c = &chunks[best];
+    *out = (struct tramp_block){c->write + c->used, c->exec + c->used, size, best};
+    if (!c->dual && mprotect(c->write, CHUNK, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+      *why = "cannot make a trampoline chunk writable";
+      return -1;
     }
+    return 0;
   }
   if (nchunks == MAX_CHUNKS) {
     *why = "trampoline chunk table is full";
