@@ -40,6 +40,9 @@ enum frame_kind {
 /* Set in frame_recipe.flags when the caller's frame pointer was saved at
  * CFA + fp_offset; otherwise the frame pointer is unchanged by this frame. */
 #define FRAME_FP_SAVED 0x1u
+/* Set on FRAME_COMPLEX rows of signal trampolines (CIE augmentation 'S'):
+ * the frame they return to was interrupted, so its PC is exact. */
+#define FRAME_SIGNAL 0x2u
 
 /* Eight bytes, so a recipe can be moved through the PC cache as one word. */
 struct frame_recipe {
@@ -47,7 +50,7 @@ struct frame_recipe {
   int16_t fp_offset; /* valid with FRAME_FP_SAVED */
   int8_t ra_offset;  /* return address is at CFA + ra_offset */
   uint8_t kind : 4;  /* enum frame_kind */
-  uint8_t flags : 4; /* FRAME_FP_SAVED */
+  uint8_t flags : 4; /* FRAME_FP_SAVED, FRAME_SIGNAL */
 };
 
 _Static_assert(sizeof(struct frame_recipe) == 8, "a recipe must pack into one 64-bit word");
@@ -75,6 +78,7 @@ struct frame_arch {
   unsigned dwarf_fp; /* DWARF number of the frame pointer */
   unsigned dwarf_ra; /* return-address column of ordinary CIEs */
   unsigned min_insn; /* smallest instruction size (1 on x86) */
+  unsigned red_zone; /* bytes below SP a leaf may use and a signal preserves */
 };
 extern const struct frame_arch frame_arch;
 

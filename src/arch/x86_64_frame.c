@@ -16,6 +16,7 @@ const struct frame_arch frame_arch = {
     .dwarf_fp = 6,  /* %rbp */
     .dwarf_ra = 16, /* return address column */
     .min_insn = 1,
+    .red_zone = 128, /* System V AMD64 ABI §3.2.2 */
 };
 
 void frame_regs_from_ucontext(struct frame_regs *r, const ucontext_t *uc) {

@@ -1,0 +1,621 @@
+/* .eh_frame → frame recipes (see eh_frame.h for the contract).
+ *
+ * The call-frame program of each FDE is interpreted with only the state the
+ * recipe language can hold: the CFA rule and the rules of the frame pointer
+ * and the return-address column. Rules of other registers are parsed and
+ * dropped; a CFA defined by an expression, or FP/RA rules other than "saved
+ * at CFA+n", make the row FRAME_COMPLEX so the walker asks libunwind.
+ */
+#define _GNU_SOURCE
+#include "eh_frame.h"
+
+#include <sys/mman.h>
+
+/* DWARF call-frame instructions (DWARF 4 §6.4.2, plus GNU extensions). */
+enum {
+  CFA_advance_loc = 0x40, CFA_offset = 0x80, CFA_restore = 0xc0,
+  CFA_nop = 0x00, CFA_set_loc = 0x01, CFA_advance_loc1 = 0x02, CFA_advance_loc2 = 0x03,
+  CFA_advance_loc4 = 0x04, CFA_offset_extended = 0x05, CFA_restore_extended = 0x06,
+  CFA_undefined = 0x07, CFA_same_value = 0x08, CFA_register = 0x09,
+  CFA_remember_state = 0x0a, CFA_restore_state = 0x0b, CFA_def_cfa = 0x0c,
+  CFA_def_cfa_register = 0x0d, CFA_def_cfa_offset = 0x0e, CFA_def_cfa_expression = 0x0f,
+  CFA_expression = 0x10, CFA_offset_extended_sf = 0x11, CFA_def_cfa_sf = 0x12,
+  CFA_def_cfa_offset_sf = 0x13, CFA_val_offset = 0x14, CFA_val_offset_sf = 0x15,
+  CFA_val_expression = 0x16, CFA_GNU_window_save = 0x2d, CFA_GNU_args_size = 0x2e,
+  CFA_GNU_negative_offset_extended = 0x2f,
+};
+
+/* Pointer encodings (LSB "Linux Standard Base Core", DWARF extensions). */
+enum {
+  PE_absptr = 0x00, PE_uleb128 = 0x01, PE_udata2 = 0x02, PE_udata4 = 0x03, PE_udata8 = 0x04,
+  PE_sleb128 = 0x09, PE_sdata2 = 0x0a, PE_sdata4 = 0x0b, PE_sdata8 = 0x0c,
+  PE_pcrel = 0x10, PE_datarel = 0x30, PE_indirect = 0x80, PE_omit = 0xff,
+};
+
+const char *eh_frame_status_str(enum eh_frame_status status) {
+  switch (status) {
+  case EH_FRAME_OK: return "ok";
+  case EH_FRAME_NO_TABLE: return ".eh_frame_hdr has no search table";
+  case EH_FRAME_BAD_HEADER: return "unsupported .eh_frame_hdr version or encoding";
+  case EH_FRAME_OUT_OF_BOUNDS: return "unwind data points outside the module's segments";
+  case EH_FRAME_BAD_CIE: return "malformed CIE";
+  case EH_FRAME_BAD_FDE: return "malformed FDE or call-frame instruction";
+  case EH_FRAME_NO_MEMORY: return "out of memory (mmap failed)";
+  }
+  return "unknown status";
+}
+
+/* ---- bounded reader ------------------------------------------------------ */
+
+/* A read position with the end of the segment it must stay in. Every read
+ * checks `p + n <= end` and sets `bad` instead of reading past it. */
+struct reader {
+  const uint8_t *p, *end;
+  int bad;
+};
+
+static int reader_has(struct reader *r, size_t n) {
+  if (r->bad || (size_t)(r->end - r->p) < n) {
+    r->bad = 1;
+    return 0;
+  }
+  return 1;
+}
+
+#define READ_FIXED(name, type)                                                                 \
+  static type name(struct reader *r) {                                                         \
+    type v = 0;                                                                                \
+    if (reader_has(r, sizeof v)) {                                                             \
+      memcpy(&v, r->p, sizeof v);                                                              \
+      r->p += sizeof v;                                                                        \
+    }                                                                                          \
+    return v;                                                                                  \
+  }
+READ_FIXED(read_u8, uint8_t)
+READ_FIXED(read_u16, uint16_t)
+READ_FIXED(read_u32, uint32_t)
+READ_FIXED(read_u64, uint64_t)
+
+static uint64_t read_uleb(struct reader *r) {
+  uint64_t v = 0;
+  for (unsigned shift = 0;; shift += 7) {
+    uint8_t b = read_u8(r);
+    if (r->bad)
+      return 0;
+    if (shift < 64)
+      v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80))
+      return v;
+  }
+}
+
+static int64_t read_sleb(struct reader *r) {
+  uint64_t v = 0;
+  unsigned shift = 0;
+  uint8_t b;
+  do {
+    b = read_u8(r);
+    if (r->bad)
+      return 0;
+    if (shift < 64)
+      v |= (uint64_t)(b & 0x7f) << shift;
+    shift += 7;
+  } while (b & 0x80);
+  if (shift < 64 && (b & 0x40))
+    v |= ~(uint64_t)0 << shift;
+  return (int64_t)v;
+}
+
+/* Read a pointer in encoding `enc`. `datarel` is the base for PE_datarel
+ * (the .eh_frame_hdr start); indirect pointers are returned undereferenced,
+ * the walker never needs their targets. */
+static uintptr_t read_encoded(struct reader *r, uint8_t enc, uintptr_t datarel) {
+  uintptr_t field = (uintptr_t)r->p;
+  uint64_t v;
+  if (enc == PE_omit)
+    return 0;
+  switch (enc & 0x0f) {
+  case PE_absptr: v = read_u64(r); break;
+  case PE_uleb128: v = read_uleb(r); break;
+  case PE_udata2: v = read_u16(r); break;
+  case PE_udata4: v = read_u32(r); break;
+  case PE_udata8: v = read_u64(r); break;
+  case PE_sleb128: v = (uint64_t)read_sleb(r); break;
+  case PE_sdata2: v = (uint64_t)(int64_t)(int16_t)read_u16(r); break;
+  case PE_sdata4: v = (uint64_t)(int64_t)(int32_t)read_u32(r); break;
+  case PE_sdata8: v = read_u64(r); break;
+  default: r->bad = 1; return 0;
+  }
+  switch (enc & 0x70) {
+  case 0: break;
+  case PE_pcrel: v += field; break;
+  case PE_datarel: v += datarel; break;
+  default: r->bad = 1; return 0; /* textrel/funcrel/aligned: not used on our targets */
+  }
+  return (uintptr_t)v;
+}
+
+/* ---- segment bounds ------------------------------------------------------ */
+
+struct module_view {
+  const struct eh_frame_segment *segs;
+  int nsegs;
+};
+
+/* A reader over [p, segment end) if p lies in a readable segment. */
+static struct reader reader_at(const struct module_view *m, uintptr_t p) {
+  for (int i = 0; i < m->nsegs; i++)
+    if (p >= m->segs[i].start && p < m->segs[i].end)
+      return (struct reader){(const uint8_t *)p, (const uint8_t *)m->segs[i].end, 0};
+  return (struct reader){NULL, NULL, 1};
+}
+
+/* ---- row builder ---------------------------------------------------------- */
+
+struct row {
+  uint32_t start;
+  uint32_t pad;
+  uint64_t recipe;
+};
+
+struct row_builder {
+  struct row *rows;
+  size_t count, capacity; /* capacity in rows; the buffer is mmap'd */
+  int failed;
+};
+
+static void *map_bytes(size_t bytes) {
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static int builder_grow(struct row_builder *b) {
+  size_t cap = b->capacity ? b->capacity * 2 : 4096;
+  struct row *rows = map_bytes(cap * sizeof *rows);
+  if (!rows) {
+    b->failed = 1;
+    return 0;
+  }
+  if (b->rows) {
+    memcpy(rows, b->rows, b->count * sizeof *rows);
+    munmap(b->rows, b->capacity * sizeof *rows);
+  }
+  b->rows = rows;
+  b->capacity = cap;
+  return 1;
+}
+
+/* Append (start, recipe). A row at the same start replaces the previous one
+ * (a zero-length range); a row equal to its predecessor is redundant; an FDE
+ * overlapping the previous one wins from its start. */
+static void builder_add(struct row_builder *b, uint32_t start, struct frame_recipe rc) {
+  uint64_t packed = frame_recipe_pack(rc);
+  while (b->count && b->rows[b->count - 1].start >= start)
+    b->count--;
+  if (b->count && b->rows[b->count - 1].recipe == packed)
+    return;
+  if (b->count == b->capacity && !builder_grow(b))
+    return;
+  b->rows[b->count++] = (struct row){start, 0, packed};
+}
+
+/* ---- CFI interpreter ------------------------------------------------------ */
+
+enum rule_kind { RULE_SAME = 0, RULE_UNDEFINED, RULE_OFFSET, RULE_OTHER };
+
+struct rule {
+  uint8_t kind;
+  int64_t offset; /* RULE_OFFSET: saved at CFA + offset */
+};
+
+struct cfi_state {
+  int cfa_is_expression;
+  uint64_t cfa_reg;
+  int64_t cfa_offset;
+  struct rule fp, ra;
+};
+
+#define CFI_STACK_DEPTH 8
+
+struct cie {
+  uint64_t code_align;
+  int64_t data_align;
+  uint64_t ra_reg;
+  uint8_t fde_enc;
+  int has_z, signal_frame;
+  const uint8_t *insns, *insns_end;
+};
+
+struct cfi_run {
+  const struct cie *cie;
+  struct cfi_state state, initial;
+  struct cfi_state stack[CFI_STACK_DEPTH];
+  int depth, overflow;
+  uintptr_t loc;
+};
+
+static struct frame_recipe recipe_of(const struct cfi_run *run) {
+  const struct cfi_state *s = &run->state;
+  struct frame_recipe rc = {0, 0, 0, FRAME_COMPLEX, 0};
+  if (run->cie->signal_frame)
+    rc.flags = FRAME_SIGNAL;
+  if (run->overflow || run->cie->signal_frame)
+    return rc;
+  if (s->ra.kind == RULE_UNDEFINED) {
+    rc.kind = FRAME_OUTERMOST;
+    return rc;
+  }
+  if (s->cfa_is_expression || s->cfa_offset < INT32_MIN || s->cfa_offset > INT32_MAX)
+    return rc;
+  if (s->ra.kind != RULE_OFFSET || s->ra.offset < INT8_MIN || s->ra.offset > INT8_MAX)
+    return rc;
+  if (s->fp.kind == RULE_OFFSET) {
+    if (s->fp.offset < INT16_MIN || s->fp.offset > INT16_MAX)
+      return rc;
+    rc.flags = FRAME_FP_SAVED;
+    rc.fp_offset = (int16_t)s->fp.offset;
+  } else if (s->fp.kind != RULE_SAME) {
+    return rc;
+  }
+  if (s->cfa_reg == frame_arch.dwarf_sp)
+    rc.kind = FRAME_CFA_SP;
+  else if (s->cfa_reg == frame_arch.dwarf_fp)
+    rc.kind = FRAME_CFA_FP;
+  else
+    return rc;
+  rc.cfa_offset = (int32_t)s->cfa_offset;
+  rc.ra_offset = (int8_t)s->ra.offset;
+  return rc;
+}
+
+static struct rule *rule_for(struct cfi_state *s, const struct cie *cie, uint64_t reg) {
+  if (reg == frame_arch.dwarf_fp)
+    return &s->fp;
+  if (reg == cie->ra_reg)
+    return &s->ra;
+  return NULL; /* a register the walker does not track */
+}
+
+static void set_rule(struct cfi_run *run, uint64_t reg, uint8_t kind, int64_t offset) {
+  struct rule *r = rule_for(&run->state, run->cie, reg);
+  if (r)
+    *r = (struct rule){kind, offset};
+}
+
+static void restore_rule(struct cfi_run *run, uint64_t reg) {
+  struct rule *r = rule_for(&run->state, run->cie, reg);
+  if (r)
+    *r = *rule_for(&run->initial, run->cie, reg);
+}
+
+/* Move to a new location: the row for the old state starts at run->loc. */
+static void advance(struct cfi_run *run, struct row_builder *b, uintptr_t bias, uintptr_t to,
+                    int emit) {
+  if (emit && to > run->loc)
+    builder_add(b, (uint32_t)(run->loc - bias), recipe_of(run));
+  run->loc = to;
+}
+
+/* Run one instruction stream. With emit == 0 (the CIE's initial
+ * instructions) no rows are produced. Returns 0 on a malformed stream. */
+static int run_insns(struct cfi_run *run, struct reader *r, struct row_builder *b,
+                     uintptr_t bias, int emit) {
+  const struct cie *cie = run->cie;
+  struct cfi_state *s = &run->state;
+  while (!r->bad && r->p < r->end) {
+    uint8_t op = read_u8(r), low = op & 0x3f;
+    uint64_t reg, delta;
+    int64_t off;
+    switch (op & 0xc0) {
+    case CFA_advance_loc:
+      advance(run, b, bias, run->loc + low * cie->code_align, emit);
+      continue;
+    case CFA_offset:
+      off = (int64_t)read_uleb(r) * cie->data_align;
+      set_rule(run, low, RULE_OFFSET, off);
+      continue;
+    case CFA_restore:
+      restore_rule(run, low);
+      continue;
+    }
+    switch (op) {
+    case CFA_nop: break;
+    case CFA_set_loc: {
+      uintptr_t to = read_encoded(r, cie->fde_enc, 0);
+      if (to < run->loc)
+        return 0;
+      advance(run, b, bias, to, emit);
+      break;
+    }
+    case CFA_advance_loc1: delta = read_u8(r); goto adv;
+    case CFA_advance_loc2: delta = read_u16(r); goto adv;
+    case CFA_advance_loc4: delta = read_u32(r);
+    adv:
+      advance(run, b, bias, run->loc + delta * cie->code_align, emit);
+      break;
+    case CFA_offset_extended:
+      reg = read_uleb(r);
+      set_rule(run, reg, RULE_OFFSET, (int64_t)read_uleb(r) * cie->data_align);
+      break;
+    case CFA_offset_extended_sf:
+      reg = read_uleb(r);
+      set_rule(run, reg, RULE_OFFSET, read_sleb(r) * cie->data_align);
+      break;
+    case CFA_GNU_negative_offset_extended:
+      reg = read_uleb(r);
+      set_rule(run, reg, RULE_OFFSET, -(int64_t)read_uleb(r) * cie->data_align);
+      break;
+    case CFA_restore_extended: restore_rule(run, read_uleb(r)); break;
+    case CFA_undefined: set_rule(run, read_uleb(r), RULE_UNDEFINED, 0); break;
+    case CFA_same_value: set_rule(run, read_uleb(r), RULE_SAME, 0); break;
+    case CFA_register:
+      reg = read_uleb(r);
+      (void)read_uleb(r);
+      set_rule(run, reg, RULE_OTHER, 0);
+      break;
+    case CFA_val_offset:
+      reg = read_uleb(r);
+      (void)read_uleb(r);
+      set_rule(run, reg, RULE_OTHER, 0);
+      break;
+    case CFA_val_offset_sf:
+      reg = read_uleb(r);
+      (void)read_sleb(r);
+      set_rule(run, reg, RULE_OTHER, 0);
+      break;
+    case CFA_expression:
+    case CFA_val_expression: {
+      reg = read_uleb(r);
+      uint64_t len = read_uleb(r);
+      if (!reader_has(r, len))
+        return 0;
+      r->p += len;
+      set_rule(run, reg, RULE_OTHER, 0);
+      break;
+    }
+    case CFA_remember_state:
+      if (run->depth < CFI_STACK_DEPTH)
+        run->stack[run->depth] = *s;
+      else
+        run->overflow = 1;
+      run->depth++;
+      break;
+    case CFA_restore_state:
+      if (run->depth == 0)
+        return 0;
+      run->depth--;
+      if (run->depth < CFI_STACK_DEPTH)
+        *s = run->stack[run->depth];
+      break;
+    case CFA_def_cfa:
+      s->cfa_reg = read_uleb(r);
+      s->cfa_offset = (int64_t)read_uleb(r);
+      s->cfa_is_expression = 0;
+      break;
+    case CFA_def_cfa_sf:
+      s->cfa_reg = read_uleb(r);
+      s->cfa_offset = read_sleb(r) * cie->data_align;
+      s->cfa_is_expression = 0;
+      break;
+    case CFA_def_cfa_register:
+      s->cfa_reg = read_uleb(r);
+      s->cfa_is_expression = 0;
+      break;
+    case CFA_def_cfa_offset: s->cfa_offset = (int64_t)read_uleb(r); break;
+    case CFA_def_cfa_offset_sf: s->cfa_offset = read_sleb(r) * cie->data_align; break;
+    case CFA_def_cfa_expression: {
+      uint64_t len = read_uleb(r);
+      if (!reader_has(r, len))
+        return 0;
+      r->p += len;
+      s->cfa_is_expression = 1;
+      break;
+    }
+    case CFA_GNU_args_size: (void)read_uleb(r); break;
+    case CFA_GNU_window_save: s->ra.kind = RULE_OTHER; break; /* SPARC / AArch64 PAC */
+    default: return 0;
+    }
+  }
+  return !r->bad;
+}
+
+/* ---- CIE / FDE ------------------------------------------------------------ */
+
+/* Parse the CIE at `p` (its length field). */
+static enum eh_frame_status parse_cie(const struct module_view *m, uintptr_t p, struct cie *cie) {
+  struct reader r = reader_at(m, p);
+  uint64_t len = read_u32(&r);
+  if (len == 0xffffffffu)
+    len = read_u64(&r);
+  if (r.bad || !reader_has(&r, len))
+    return EH_FRAME_BAD_CIE;
+  const uint8_t *end = r.p + len;
+  r.end = end;
+  if (read_u32(&r) != 0)
+    return EH_FRAME_BAD_CIE; /* CIE id is 0 in .eh_frame */
+  uint8_t version = read_u8(&r);
+  if (version != 1 && version != 3 && version != 4)
+    return EH_FRAME_BAD_CIE;
+  char aug[16];
+  size_t n = 0;
+  for (;;) {
+    uint8_t c = read_u8(&r);
+    if (r.bad || n == sizeof aug)
+      return EH_FRAME_BAD_CIE;
+    aug[n++] = (char)c;
+    if (!c)
+      break;
+  }
+  if (version == 4) {
+    (void)read_u8(&r); /* address size */
+    (void)read_u8(&r); /* segment selector size */
+  }
+  *cie = (struct cie){0};
+  cie->code_align = read_uleb(&r);
+  cie->data_align = read_sleb(&r);
+  cie->ra_reg = version == 1 ? read_u8(&r) : read_uleb(&r);
+  cie->fde_enc = PE_absptr;
+  if (aug[0] == 'z') {
+    cie->has_z = 1;
+    uint64_t aug_len = read_uleb(&r);
+    if (!reader_has(&r, aug_len))
+      return EH_FRAME_BAD_CIE;
+    const uint8_t *aug_end = r.p + aug_len;
+    int known = 1;
+    for (size_t i = 1; aug[i] && known; i++) {
+      switch (aug[i]) {
+      case 'L': (void)read_u8(&r); break;
+      case 'R': cie->fde_enc = read_u8(&r); break;
+      case 'P': {
+        uint8_t enc = read_u8(&r);
+        (void)read_encoded(&r, enc & 0x7f, 0);
+        break;
+      }
+      case 'S': cie->signal_frame = 1; break;
+      case 'B': case 'G': break; /* AArch64 BTI / MTE markers carry no data */
+      default: known = 0; break; /* the length lets us skip what we cannot read */
+      }
+    }
+    r.p = aug_end;
+  } else if (aug[0] != 0) {
+    return EH_FRAME_BAD_CIE; /* pre-'z' augmentations ("eh") are not produced any more */
+  }
+  if (r.bad || cie->code_align == 0)
+    return EH_FRAME_BAD_CIE;
+  cie->insns = r.p;
+  cie->insns_end = end;
+  return EH_FRAME_OK;
+}
+
+/* Compile the FDE at `fde` into rows. */
+static enum eh_frame_status compile_fde(const struct module_view *m, uintptr_t fde,
+                                        uintptr_t bias, struct row_builder *b) {
+  struct reader r = reader_at(m, fde);
+  uint64_t len = read_u32(&r);
+  if (len == 0xffffffffu)
+    len = read_u64(&r);
+  if (r.bad || len < 4 || !reader_has(&r, len))
+    return EH_FRAME_BAD_FDE;
+  r.end = r.p + len;
+  uintptr_t id_at = (uintptr_t)r.p;
+  uint32_t cie_off = read_u32(&r);
+  if (cie_off == 0 || cie_off > id_at)
+    return EH_FRAME_BAD_FDE; /* 0 would make this a CIE */
+  struct cie cie;
+  enum eh_frame_status st = parse_cie(m, id_at - cie_off, &cie);
+  if (st != EH_FRAME_OK)
+    return st;
+  uintptr_t pc_begin = read_encoded(&r, cie.fde_enc, 0);
+  uintptr_t pc_range = read_encoded(&r, cie.fde_enc & 0x0f, 0);
+  if (cie.has_z) {
+    uint64_t aug_len = read_uleb(&r);
+    if (!reader_has(&r, aug_len))
+      return EH_FRAME_BAD_FDE;
+    r.p += aug_len;
+  }
+  if (r.bad)
+    return EH_FRAME_BAD_FDE;
+  if (pc_range == 0)
+    return EH_FRAME_OK;
+  uintptr_t pc_end = pc_begin + pc_range;
+  if (pc_begin < bias || pc_end < pc_begin || pc_end - bias > UINT32_MAX)
+    return EH_FRAME_OK; /* not addressable by 32-bit row offsets: leave to libunwind */
+
+  struct cfi_run run = {.cie = &cie, .loc = pc_begin};
+  run.state.cfa_reg = frame_arch.dwarf_sp;
+  struct reader ir = {cie.insns, cie.insns_end, 0};
+  if (!run_insns(&run, &ir, b, bias, 0) || run.loc != pc_begin)
+    return EH_FRAME_BAD_CIE;
+  run.initial = run.state;
+  run.depth = 0;
+  if (!run_insns(&run, &r, b, bias, 1))
+    return EH_FRAME_BAD_FDE;
+  if (run.loc < pc_end)
+    advance(&run, b, bias, pc_end, 1);
+  struct frame_recipe none = {0, 0, 0, FRAME_NO_INFO, 0};
+  builder_add(b, (uint32_t)(pc_end - bias), none);
+  return EH_FRAME_OK;
+}
+
+/* ---- module -------------------------------------------------------------- */
+
+static enum eh_frame_status finish_table(struct row_builder *b, struct eh_frame_table *out) {
+  size_t n = b->count;
+  size_t starts_bytes = (n * sizeof(uint32_t) + 7) & ~(size_t)7;
+  size_t bytes = starts_bytes + n * sizeof(uint64_t);
+  if (n == 0)
+    return EH_FRAME_OK;
+  uint8_t *map = map_bytes(bytes);
+  if (!map)
+    return EH_FRAME_NO_MEMORY;
+  uint32_t *starts = (uint32_t *)map;
+  uint64_t *recipes = (uint64_t *)(map + starts_bytes);
+  for (size_t i = 0; i < n; i++) {
+    starts[i] = b->rows[i].start;
+    recipes[i] = b->rows[i].recipe;
+    if (frame_recipe_unpack(recipes[i]).kind == FRAME_COMPLEX)
+      out->complex_rows++;
+  }
+  mprotect(map, bytes, PROT_READ); /* immutable from here on */
+  out->count = (uint32_t)n;
+  out->starts = starts;
+  out->recipes = recipes;
+  out->map = map;
+  out->map_size = bytes;
+  return EH_FRAME_OK;
+}
+
+enum eh_frame_status eh_frame_compile(const void *hdr, uintptr_t bias,
+                                      const struct eh_frame_segment *segs, int nsegs,
+                                      struct eh_frame_table *out) {
+  struct module_view m = {segs, nsegs};
+  *out = (struct eh_frame_table){0};
+  struct reader r = reader_at(&m, (uintptr_t)hdr);
+  uintptr_t datarel = (uintptr_t)hdr;
+  uint8_t version = read_u8(&r), frame_enc = read_u8(&r), count_enc = read_u8(&r),
+          table_enc = read_u8(&r);
+  if (r.bad)
+    return EH_FRAME_OUT_OF_BOUNDS;
+  if (version != 1)
+    return EH_FRAME_BAD_HEADER;
+  (void)read_encoded(&r, frame_enc, datarel); /* .eh_frame start: FDEs are found via the table */
+  if (count_enc == PE_omit || table_enc == PE_omit)
+    return EH_FRAME_NO_TABLE;
+  uint64_t count = read_encoded(&r, count_enc, datarel);
+  if (r.bad)
+    return EH_FRAME_BAD_HEADER;
+
+  struct row_builder b = {0};
+  enum eh_frame_status st = EH_FRAME_OK;
+  uint64_t done = 0;
+  for (uint64_t i = 0; i < count && st == EH_FRAME_OK && !b.failed; i++) {
+    (void)read_encoded(&r, table_enc, datarel); /* initial location */
+    uintptr_t fde = read_encoded(&r, table_enc, datarel);
+    if (r.bad) {
+      st = EH_FRAME_OUT_OF_BOUNDS;
+      break;
+    }
+    /* One unreadable FDE leaves its range to libunwind; the rest still count. */
+    size_t rows_before = b.count;
+    if (compile_fde(&m, fde, bias, &b) == EH_FRAME_OK)
+      done++;
+    else if (++out->bad_fdes, b.count > rows_before)
+      b.count = rows_before;
+  }
+  if (b.failed)
+    st = EH_FRAME_NO_MEMORY;
+  if (st == EH_FRAME_OK)
+    st = finish_table(&b, out);
+  out->fde_count = st == EH_FRAME_OK ? (uint32_t)done : 0;
+  if (b.rows)
+    munmap(b.rows, b.capacity * sizeof *b.rows);
+  if (st != EH_FRAME_OK)
+    eh_frame_table_release(out);
+  return st;
+}
+
+void eh_frame_table_release(struct eh_frame_table *table) {
+  if (table->map)
+    munmap(table->map, table->map_size);
+  *table = (struct eh_frame_table){0};
+}

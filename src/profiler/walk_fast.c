@@ -1,0 +1,588 @@
+/* The fast stack walker (see walk_fast.h and docs/stack-walking.md).
+ *
+ * Three pieces:
+ *  - the module table: an immutable, sorted snapshot of the loaded modules'
+ *    code ranges with their compiled recipe tables, published through one
+ *    atomic pointer. Rebuilt outside signal context; snapshots and tables are
+ *    never unmapped once published, so a reader holding an old pointer is
+ *    always safe (a table is kept for reuse when its file is loaded again);
+ *  - the PC cache: a direct-mapped table of (pc, generation) → recipe with a
+ *    per-entry sequence word, so readers and writers on any thread or signal
+ *    handler never wait: a reader that races a writer sees a miss, a writer
+ *    that races a writer skips the store;
+ *  - the walk loop: recipes step most frames with two loads; a frame they
+ *    cannot describe is stepped by libunwind from a context built from the
+ *    tracked registers, and the loop continues with recipes afterwards.
+ */
+#define _GNU_SOURCE
+#include "walk_fast.h"
+
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "../arch/frame.h"
+#include "eh_frame.h"
+
+#define IE_TLS __thread __attribute__((tls_model("initial-exec")))
+
+/* Frames skipped inside the profiler before the hook's caller is found. A
+ * walk that does not meet caller_ret within this many frames gives up on
+ * the skip rather than record profiler frames. */
+#define HOOK_SKIP_LIMIT 64
+
+/* ---- bump allocator for records that live forever ------------------------ */
+
+static void *forever_alloc(size_t bytes) {
+  static uint8_t *cur, *end;
+  bytes = (bytes + 15) & ~(size_t)15;
+  if (!cur || (size_t)(end - cur) < bytes) {
+    size_t chunk = bytes > 65536 ? bytes : 65536;
+    void *p = mmap(NULL, chunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return NULL;
+    cur = p;
+    end = cur + chunk;
+  }
+  void *p = cur;
+  cur += bytes;
+  return p;
+}
+
+/* ---- compiled tables, keyed by file identity ----------------------------- */
+
+/* One compiled module file. Kept after the module is unloaded: a reader may
+ * still hold it, and a module that is loaded again reuses it. */
+struct table_record {
+  struct table_record *next;
+  dev_t dev;
+  ino_t ino;
+  uintptr_t hdr_offset; /* .eh_frame_hdr - bias: tells two files apart cheaply */
+  uintptr_t anon_hdr;   /* for modules without a file: the absolute header address */
+  enum eh_frame_status status;
+  struct eh_frame_table table;
+  char name[];
+};
+
+static struct table_record *records; /* guarded by rebuild_lock */
+
+struct fast_module {
+  uintptr_t text_start, text_end, bias;
+  const struct table_record *record;
+};
+
+struct module_snapshot {
+  uint64_t generation;
+  int count;
+  struct fast_module modules[];
+};
+
+static _Atomic(struct module_snapshot *) current_snapshot;
+static pthread_mutex_t rebuild_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t next_generation = 1;
+
+/* ---- PC cache ------------------------------------------------------------ */
+
+#define CACHE_BITS 14
+
+struct cache_entry {
+  _Atomic uint64_t seq; /* odd while a writer fills the entry */
+  _Atomic uint64_t pc;
+  _Atomic uint64_t generation;
+  _Atomic uint64_t recipe;
+};
+
+static struct cache_entry pc_cache[1u << CACHE_BITS];
+
+static inline struct cache_entry *cache_slot(uintptr_t pc) {
+  return &pc_cache[(pc * 0x9e3779b97f4a7c15ull) >> (64 - CACHE_BITS)];
+}
+
+static inline int cache_get(uintptr_t pc, uint64_t gen, uint64_t *recipe) {
+  struct cache_entry *e = cache_slot(pc);
+  uint64_t s1 = atomic_load_explicit(&e->seq, memory_order_acquire);
+  if (s1 & 1)
+    return 0;
+  uint64_t epc = atomic_load_explicit(&e->pc, memory_order_relaxed);
+  uint64_t egen = atomic_load_explicit(&e->generation, memory_order_relaxed);
+  uint64_t rc = atomic_load_explicit(&e->recipe, memory_order_relaxed);
+  atomic_thread_fence(memory_order_acquire);
+  if (atomic_load_explicit(&e->seq, memory_order_relaxed) != s1 || epc != pc || egen != gen)
+    return 0;
+  *recipe = rc;
+  return 1;
+}
+
+static inline void cache_put(uintptr_t pc, uint64_t gen, uint64_t recipe) {
+  struct cache_entry *e = cache_slot(pc);
+  uint64_t s = atomic_load_explicit(&e->seq, memory_order_relaxed);
+  if ((s & 1) || !atomic_compare_exchange_strong_explicit(&e->seq, &s, s + 1,
+                                                          memory_order_acquire,
+                                                          memory_order_relaxed))
+    return; /* someone else is writing: skip, never wait */
+  atomic_store_explicit(&e->pc, pc, memory_order_relaxed);
+  atomic_store_explicit(&e->generation, gen, memory_order_relaxed);
+  atomic_store_explicit(&e->recipe, recipe, memory_order_relaxed);
+  atomic_store_explicit(&e->seq, s + 2, memory_order_release);
+}
+
+/* ---- per-thread state ---------------------------------------------------- */
+
+static IE_TLS uintptr_t stack_lo, stack_hi;
+static IE_TLS struct walk_fast_stats thread_stats;
+
+void igprof_walk_fast_thread_init(void) {
+  pthread_attr_t attr;
+  void *addr;
+  size_t size;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0)
+    return;
+  if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+    stack_lo = (uintptr_t)addr;
+    stack_hi = (uintptr_t)addr + size;
+  }
+  pthread_attr_destroy(&attr);
+}
+
+void igprof_walk_fast_stats(struct walk_fast_stats *out) { *out = thread_stats; }
+
+/* ---- module table construction (outside signal context) ------------------ */
+
+static struct table_record *find_or_compile(struct dl_phdr_info *info, const void *hdr,
+                                            const struct eh_frame_segment *segs, int nsegs) {
+  struct stat st;
+  int have_file = info->dlpi_name[0] && stat(info->dlpi_name, &st) == 0;
+  uintptr_t hdr_offset = (uintptr_t)hdr - info->dlpi_addr;
+  for (struct table_record *r = records; r; r = r->next) {
+    if (have_file ? (r->anon_hdr == 0 && r->dev == st.st_dev && r->ino == st.st_ino &&
+                     r->hdr_offset == hdr_offset)
+                  : r->anon_hdr == (uintptr_t)hdr)
+      return r;
+  }
+  size_t name_len = strlen(info->dlpi_name);
+  struct table_record *r = forever_alloc(sizeof *r + name_len + 1);
+  if (!r)
+    return NULL;
+  memset(r, 0, sizeof *r);
+  memcpy(r->name, info->dlpi_name, name_len + 1);
+  if (have_file) {
+    r->dev = st.st_dev;
+    r->ino = st.st_ino;
+  } else {
+    r->anon_hdr = (uintptr_t)hdr;
+  }
+  r->hdr_offset = hdr_offset;
+  r->status = eh_frame_compile(hdr, info->dlpi_addr, segs, nsegs, &r->table);
+  r->next = records;
+  records = r;
+  return r;
+}
+
+struct build_state {
+  struct fast_module *modules;
+  int count, capacity;
+  int failed;
+};
+
+static int grow_modules(struct build_state *b) {
+  int cap = b->capacity ? b->capacity * 2 : 64;
+  struct fast_module *m = mmap(NULL, (size_t)cap * sizeof *m, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED)
+    return 0;
+  if (b->modules) {
+    memcpy(m, b->modules, (size_t)b->count * sizeof *m);
+    munmap(b->modules, (size_t)b->capacity * sizeof *m);
+  }
+  b->modules = m;
+  b->capacity = cap;
+  return 1;
+}
+
+/* Runs with the loader lock held, so no module can be unmapped while its
+ * unwind data is compiled. */
+static int collect_module(struct dl_phdr_info *info, size_t size, void *arg) {
+  struct build_state *b = arg;
+  struct eh_frame_segment segs[16];
+  int nsegs = 0;
+  const void *hdr = NULL;
+  uintptr_t text_start = UINTPTR_MAX, text_end = 0;
+  (void)size;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t start = info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
+    if (ph->p_type == PT_GNU_EH_FRAME)
+      hdr = (const void *)start;
+    if (ph->p_type != PT_LOAD)
+      continue;
+    if ((ph->p_flags & PF_R) && nsegs < 16)
+      segs[nsegs++] = (struct eh_frame_segment){start, end};
+    if (ph->p_flags & PF_X) {
+      text_start = start < text_start ? start : text_start;
+      text_end = end > text_end ? end : text_end;
+    }
+  }
+  if (!hdr || text_start >= text_end)
+    return 0; /* no code or no unwind table: its frames are libunwind's */
+  if (b->count == b->capacity && !grow_modules(b)) {
+    b->failed = 1;
+    return 1;
+  }
+  const struct table_record *rec = find_or_compile(info, hdr, segs, nsegs);
+  if (!rec)
+    return 0;
+  b->modules[b->count++] = (struct fast_module){text_start, text_end, info->dlpi_addr, rec};
+  return 0;
+}
+
+static int module_less(const struct fast_module *a, const struct fast_module *b) {
+  return a->text_start < b->text_start;
+}
+
+static void sort_modules(struct fast_module *m, int n) {
+  for (int i = 1; i < n; i++) { /* tens of modules: insertion sort is plenty */
+    struct fast_module x = m[i];
+    int j = i;
+    for (; j > 0 && module_less(&x, &m[j - 1]); j--)
+      m[j] = m[j - 1];
+    m[j] = x;
+  }
+}
+
+static int same_modules(const struct module_snapshot *s, const struct build_state *b) {
+  if (!s || s->count != b->count)
+    return 0;
+  for (int i = 0; i < b->count; i++)
+    if (memcmp(&s->modules[i], &b->modules[i], sizeof b->modules[i]) != 0)
+      return 0;
+  return 1;
+}
+
+static void rebuild(void) {
+  struct build_state b = {0};
+  /* dl_iterate_phdr holds the loader lock while we compile. A signal handler
+   * running on this thread meanwhile could walk with libunwind, which may
+   * wait for a lock held by a thread that is itself waiting for the loader
+   * lock: keep signals out until the lock is released. */
+  sigset_t all, saved;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &saved);
+  pthread_mutex_lock(&rebuild_lock);
+  dl_iterate_phdr(collect_module, &b);
+  sort_modules(b.modules, b.count);
+  struct module_snapshot *old = atomic_load_explicit(&current_snapshot, memory_order_relaxed);
+  if (!b.failed && !same_modules(old, &b)) {
+    struct module_snapshot *s =
+        forever_alloc(sizeof *s + (size_t)b.count * sizeof(struct fast_module));
+    if (s) {
+      s->generation = next_generation++;
+      s->count = b.count;
+      if (b.count)
+        memcpy(s->modules, b.modules, (size_t)b.count * sizeof *b.modules);
+      /* The old snapshot stays mapped: a walk in another thread or a signal
+       * handler may still be reading it. */
+      atomic_store_explicit(&current_snapshot, s, memory_order_release);
+    }
+  }
+  if (b.modules)
+    munmap(b.modules, (size_t)b.capacity * sizeof *b.modules);
+  pthread_mutex_unlock(&rebuild_lock);
+  pthread_sigmask(SIG_SETMASK, &saved, NULL);
+}
+
+void igprof_walk_fast_init(void) {
+  rebuild();
+  igprof_walk_fast_thread_init();
+}
+
+void igprof_walk_fast_modules_changed(void) { rebuild(); }
+
+int igprof_walk_fast_modules(void (*fn)(const struct walk_fast_module_info *, void *),
+                             void *arg) {
+  const struct module_snapshot *s = atomic_load_explicit(&current_snapshot, memory_order_acquire);
+  if (!s)
+    return 0;
+  for (int i = 0; i < s->count; i++) {
+    const struct fast_module *m = &s->modules[i];
+    struct walk_fast_module_info info = {
+        m->record->name, m->text_start, m->text_end, m->record->table.count,
+        m->record->table.fde_count, m->record->table.complex_rows, m->record->table.bad_fdes,
+        eh_frame_status_str(m->record->status)};
+    fn(&info, arg);
+  }
+  return s->count;
+}
+
+/* ---- recipe lookup (signal-safe) ----------------------------------------- */
+
+static const struct fast_module *module_of(const struct module_snapshot *s, uintptr_t pc) {
+  int lo = 0, hi = s->count;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (pc < s->modules[mid].text_start)
+      hi = mid;
+    else if (pc >= s->modules[mid].text_end)
+      lo = mid + 1;
+    else
+      return &s->modules[mid];
+  }
+  return NULL;
+}
+
+/* Recipe for the instruction at `pc`; *known says whether pc lies in a
+ * module's code (so its memory is mapped). */
+static struct frame_recipe recipe_for(const struct module_snapshot *s, uintptr_t pc, int *known) {
+  uint64_t packed;
+  if (cache_get(pc, s->generation, &packed)) {
+    *known = 1;
+    return frame_recipe_unpack(packed);
+  }
+  thread_stats.cache_misses++;
+  const struct fast_module *m = module_of(s, pc);
+  struct frame_recipe none = {0, 0, 0, FRAME_NO_INFO, 0};
+  *known = m != NULL;
+  if (!m)
+    return none; /* not cached: JIT code may appear without a module change */
+  struct frame_recipe rc = eh_frame_lookup(&m->record->table, pc - m->bias);
+  cache_put(pc, s->generation, frame_recipe_pack(rc));
+  return rc;
+}
+
+/* ---- the walk ------------------------------------------------------------ */
+
+/* The stack region the walk may read: [lo, hi). */
+struct region {
+  uintptr_t lo, hi;
+};
+
+/* Which known stack holds `sp`: the thread's stack or its signal stack.
+ * Reads are allowed from sp upwards, where the stack is mapped, and for an
+ * interrupted frame also in the red zone below sp: an epilogue that has
+ * popped a register still has its save slot described there, and the
+ * kernel placed the signal frame below the red zone, so it is mapped. */
+static int region_of(uintptr_t sp, int interrupted, struct region *out) {
+  uintptr_t below = interrupted ? frame_arch.red_zone : 0;
+  if (sp >= stack_lo && sp < stack_hi) {
+    *out = (struct region){sp - below, stack_hi};
+    return 1;
+  }
+  stack_t ss;
+  if (sigaltstack(NULL, &ss) == 0 && !(ss.ss_flags & SS_DISABLE) &&
+      sp >= (uintptr_t)ss.ss_sp && sp < (uintptr_t)ss.ss_sp + ss.ss_size) {
+    *out = (struct region){sp - below, (uintptr_t)ss.ss_sp + ss.ss_size};
+    return 1;
+  }
+  return 0;
+}
+
+struct walk {
+  struct frame_regs regs;
+  int exact;             /* regs.pc is an interrupted PC, not a return address */
+  struct region stack;
+  const ucontext_t *uc;  /* full register set of frame 0, if the walk has one */
+  int frame;             /* frames stepped so far */
+};
+
+enum step { STEP_OK, STEP_END, STEP_CUT };
+
+/* Move a libunwind cursor that starts at a full register context to the
+ * walk's current frame (same pc and stack pointer). libunwind restores every
+ * callee-saved register on the way, which a frame whose CFA is kept in, say,
+ * %rbx (the loader's lazy-binding trampoline) needs. */
+static int seek_frame(unw_cursor_t *c, const struct frame_regs *target, int limit) {
+  for (int i = 0; i <= limit; i++) {
+    unw_word_t ip, sp;
+    if (unw_get_reg(c, UNW_REG_IP, &ip) < 0 || unw_get_reg(c, UNW_REG_SP, &sp) < 0)
+      return 0;
+    if (sp == target->sp && ip == target->pc)
+      return 1;
+    if (unw_step(c) <= 0)
+      return 0;
+  }
+  return 0;
+}
+
+/* Step one frame with libunwind. The cursor gets the best register set
+ * available: the signal's own context for frame 0; for a signal trampoline
+ * the tracked registers are enough (it restores everything from memory);
+ * otherwise libunwind replays the walk from a full context (the signal's,
+ * or this very function's, whose callers are the frames being walked) up
+ * to this frame, falling back to the tracked registers alone. */
+static enum step unwinder_step(struct walk *w, struct frame_recipe rc, int known) {
+  /* libunwind reads the instructions at pc and, without unwind info, the
+   * frame-pointer chain, and checks neither: prove both mapped first. */
+  if (!known && !frame_memory_mapped(w->regs.pc, 16))
+    return STEP_CUT;
+  ucontext_t uc;
+  unw_cursor_t cursor;
+  int ready = 0;
+  if (w->uc && w->frame == 0) {
+    uc = *w->uc;
+    ready = unw_init_local2(&cursor, &uc, UNW_INIT_SIGNAL_FRAME) == 0;
+  } else if (!(rc.flags & FRAME_SIGNAL)) {
+    int started;
+    if (w->uc) {
+      uc = *w->uc;
+      started = unw_init_local2(&cursor, &uc, UNW_INIT_SIGNAL_FRAME) == 0;
+    } else {
+      started = unw_getcontext(&uc) == 0 && unw_init_local(&cursor, &uc) == 0;
+    }
+    thread_stats.unwinder_replays++;
+    ready = started && seek_frame(&cursor, &w->regs, w->frame + HOOK_SKIP_LIMIT);
+  }
+  if (!ready) {
+    memset(&uc, 0, sizeof uc);
+    frame_regs_to_ucontext(&uc, &w->regs);
+    if (unw_init_local2(&cursor, &uc, w->exact ? UNW_INIT_SIGNAL_FRAME : 0) < 0)
+      return STEP_CUT;
+  }
+  int stepped = unw_step(&cursor);
+  if (stepped == 0)
+    return STEP_END;
+  struct frame_regs next;
+  if (stepped < 0 || !frame_regs_from_unwinder(&next, &cursor))
+    return STEP_CUT;
+  /* The frame a signal trampoline returns to was interrupted, not called.
+   * (libunwind only knows a frame is a signal frame once it has stepped
+   * into it, so the flag comes from our own reading of the CIE.) */
+  int interrupted = (rc.flags & FRAME_SIGNAL) != 0;
+  if (!region_of(next.sp, interrupted, &w->stack))
+    return STEP_CUT;
+  thread_stats.frames_unwinder++;
+  w->regs = next;
+  w->exact = interrupted;
+  return STEP_OK;
+}
+
+static enum step step(struct walk *w, const struct module_snapshot *s) {
+  int known;
+  uintptr_t lookup_pc = w->exact ? w->regs.pc : w->regs.pc - 1;
+  struct frame_recipe rc = recipe_for(s, lookup_pc, &known);
+  enum step result;
+  switch (frame_step(&w->regs, rc, w->stack.lo, w->stack.hi)) {
+  case FRAME_STEP_OK:
+    thread_stats.frames_fast++;
+    w->exact = 0;
+    result = STEP_OK;
+    break;
+  case FRAME_STEP_END: return STEP_END;
+  case FRAME_STEP_UNWINDER:
+    if (rc.kind == FRAME_NO_INFO) {
+      /* libunwind will follow the frame pointer: only from a stack slot. */
+      uintptr_t fp = w->regs.fp;
+      if (fp < w->stack.lo || fp > w->stack.hi - 16)
+        return STEP_CUT;
+    }
+    result = unwinder_step(w, rc, known);
+    break;
+  default: return STEP_CUT;
+  }
+  w->frame++;
+  if (result == STEP_OK && w->regs.pc == 0)
+    return STEP_END; /* a null return address ends the chain, as in libunwind */
+  return result;
+}
+
+/* Whole walk by libunwind, for a thread whose stack bounds are unknown. */
+static int unwinder_walk(struct walk *w, const struct module_snapshot *s, uintptr_t *pcs,
+                         int max, uintptr_t skip_until, int *truncated) {
+  ucontext_t uc;
+  unw_cursor_t cursor;
+  thread_stats.walks_unwinder++;
+  if (w->uc) {
+    uc = *w->uc;
+  } else {
+    memset(&uc, 0, sizeof uc);
+    frame_regs_to_ucontext(&uc, &w->regs);
+  }
+  if (unw_init_local2(&cursor, &uc, w->exact ? UNW_INIT_SIGNAL_FRAME : 0) < 0)
+    return 0;
+  int n = 0, skipping = skip_until != 0, skipped = 0, exact = w->exact;
+  for (;;) {
+    unw_word_t ip;
+    unw_get_reg(&cursor, UNW_REG_IP, &ip);
+    if (skipping && ip == skip_until)
+      skipping = 0;
+    if (!skipping) {
+      if (n == max) {
+        if (truncated)
+          *truncated = 1;
+        break;
+      }
+      pcs[n++] = exact ? ip : ip - 1;
+    } else if (++skipped > HOOK_SKIP_LIMIT) {
+      break;
+    }
+    /* As in step(): the frame after a signal trampoline was interrupted. */
+    if (s) {
+      int known;
+      exact = (recipe_for(s, exact ? ip : ip - 1, &known).flags & FRAME_SIGNAL) != 0;
+    } else {
+      exact = 0;
+    }
+    if (unw_step(&cursor) <= 0)
+      break;
+  }
+  return n;
+}
+
+/* The common loop: record from the first frame whose pc is `skip_until`
+ * (0: from the start), at most `max` frames. */
+static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_until,
+                    int *truncated) {
+  const struct module_snapshot *s = atomic_load_explicit(&current_snapshot, memory_order_acquire);
+  thread_stats.walks++;
+  if (truncated)
+    *truncated = 0;
+  if (max <= 0)
+    return 0;
+  if (!s || !region_of(w->regs.sp, w->uc != NULL, &w->stack))
+    return unwinder_walk(w, s, pcs, max, skip_until, truncated);
+  int n = 0, skipped = 0;
+  if (skip_until) {
+    while (w->regs.pc != skip_until || w->exact) {
+      if (++skipped > HOOK_SKIP_LIMIT || step(w, s) != STEP_OK) {
+        pcs[0] = skip_until - 1; /* lost our own frames: keep the caller at least */
+        if (truncated)
+          *truncated = 1;
+        return 1;
+      }
+    }
+  }
+  for (;;) {
+    pcs[n++] = w->exact ? w->regs.pc : w->regs.pc - 1;
+    enum step r = step(w, s);
+    if (r != STEP_OK) {
+      if (r == STEP_CUT)
+        thread_stats.walks_cut++;
+      break;
+    }
+    if (n == max) {
+      if (truncated)
+        *truncated = 1;
+      break;
+    }
+  }
+  return n;
+}
+
+__attribute__((noinline)) int igprof_walk_fast_from_hook(uintptr_t *pcs, int max,
+                                                         void *caller_ret, int *truncated) {
+  struct walk w = {.exact = 1};
+  FRAME_REGS_HERE(&w.regs);
+  return walk_run(&w, pcs, max, (uintptr_t)caller_ret, truncated);
+}
+
+int igprof_walk_fast_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated) {
+  struct walk w = {.exact = 1, .uc = uc};
+  frame_regs_from_ucontext(&w.regs, uc);
+  return walk_run(&w, pcs, max, 0, truncated);
+}

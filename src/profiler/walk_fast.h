@@ -1,0 +1,53 @@
+/* The fast stack walker: frame recipes compiled from .eh_frame, a lock-free
+ * PC → recipe cache, and libunwind for the frames recipes cannot describe.
+ *
+ * walk.c dispatches here when the method is WALK_FAST; the two walk functions
+ * have exactly the contract of igprof_walk_from_hook / igprof_walk_from_signal
+ * in walk.h (pcs[0] innermost, return addresses minus 1, the interrupted PC
+ * exact, *truncated set when the stack was deeper than max).
+ *
+ * Safe in a signal handler: no locks, no allocation, no loader calls on the
+ * fast path, and reads only from the module table (never unmapped while
+ * reachable) and the current thread's stack between the starting stack
+ * pointer and the stack's top. See docs/stack-walking.md.
+ */
+#ifndef IGPROF_WALK_FAST_H
+#define IGPROF_WALK_FAST_H
+
+#include <stdint.h>
+#include <ucontext.h>
+
+int igprof_walk_fast_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *truncated);
+int igprof_walk_fast_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated);
+
+/* Outside signal context. init compiles recipes for every loaded module;
+ * modules_changed (after dlopen/dlclose) compiles the new ones and retires
+ * the unloaded ones; thread_init caches the calling thread's stack bounds.
+ * A thread that never called thread_init is walked entirely by libunwind. */
+void igprof_walk_fast_init(void);
+void igprof_walk_fast_modules_changed(void);
+void igprof_walk_fast_thread_init(void);
+
+/* Per-thread counters of the calling thread (for tests, -d and benchmarks). */
+struct walk_fast_stats {
+  uint64_t walks;          /* calls of either walk function */
+  uint64_t frames_fast;    /* steps taken by recipes */
+  uint64_t frames_unwinder;/* steps handed to libunwind */
+  uint64_t unwinder_replays; /* libunwind steps that replayed the walk for registers */
+  uint64_t walks_unwinder; /* whole walks left to libunwind (no stack bounds) */
+  uint64_t walks_cut;      /* walks ended because the stack looked corrupt */
+  uint64_t cache_misses;   /* PC cache misses */
+};
+void igprof_walk_fast_stats(struct walk_fast_stats *out);
+
+/* Module table summary (outside signal context; for tests and -d). */
+struct walk_fast_module_info {
+  const char *name; /* the loader's name; "" for the main program */
+  uintptr_t text_start, text_end;
+  uint32_t rows, fdes, complex_rows, bad_fdes;
+  const char *status; /* eh_frame_status_str() of the compile */
+};
+/* Calls `fn` for each module of the current table; returns the count. */
+int igprof_walk_fast_modules(void (*fn)(const struct walk_fast_module_info *, void *), void *arg);
+
+#endif

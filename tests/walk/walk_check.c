@@ -1,0 +1,229 @@
+/* Harness: compare the fast walker with libunwind unw_step (see walk_check.h). */
+#define _GNU_SOURCE
+#include "walk_check.h"
+
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "walk_fast.h"
+
+#define MAX_FRAMES 1024
+#define KEEP_MISMATCHES 4
+
+static atomic_long points_hook, points_signal, frames_compared, mismatches, samples;
+
+struct mismatch {
+  const char *kind;
+  int n_fast, n_ref;
+  uintptr_t fast[64], ref[64];
+};
+static struct mismatch kept[KEEP_MISMATCHES];
+
+/* Whether `ip` is the x86_64 Linux rt_sigreturn trampoline
+ * (mov $15, %rax; syscall), found by its bytes so that the reference does
+ * not depend on the walker's reading of CIE augmentations. libunwind's own
+ * unw_is_signal_frame() cannot serve: after unw_step it describes whichever
+ * frame libunwind last fetched unwind info for, which depends on its cache. */
+static int is_sigreturn_trampoline(uintptr_t ip) {
+  static const unsigned char code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+  /* ip came out of a successful libunwind step: it is code with unwind
+   * info, so reading it is safe (dladdr would take the loader lock, which a
+   * signal handler must not). */
+  return memcmp((const void *)ip, code, sizeof code) == 0;
+}
+
+/* The reference: libunwind's cursor, stepped to the end. Addresses follow
+ * walk.h: a return address minus 1, an interrupted PC (the start of a signal
+ * walk, or the frame a signal trampoline returns to) exactly. */
+static int reference_walk(unw_cursor_t *c, uintptr_t *pcs, int max, int exact, int *truncated) {
+  int n = 0;
+  *truncated = 0;
+  for (;;) {
+    unw_word_t ip;
+    if (unw_get_reg(c, UNW_REG_IP, &ip) < 0)
+      break;
+    if (n == max) {
+      *truncated = 1;
+      break;
+    }
+    pcs[n++] = exact ? ip : ip - 1;
+    exact = is_sigreturn_trampoline(ip);
+    if (unw_step(c) <= 0)
+      break;
+    if (unw_get_reg(c, UNW_REG_IP, &ip) < 0 || ip == 0)
+      break;
+  }
+  return n;
+}
+
+static void compare(const char *kind, const uintptr_t *fast, int n_fast, int trunc_fast,
+                    const uintptr_t *ref, int n_ref, int trunc_ref) {
+  int same = n_fast == n_ref && trunc_fast == trunc_ref;
+  for (int i = 0; same && i < n_fast; i++)
+    same = fast[i] == ref[i];
+  atomic_fetch_add(&frames_compared, n_ref < n_fast ? n_ref : n_fast);
+  if (same)
+    return;
+  long k = atomic_fetch_add(&mismatches, 1);
+  if (k < KEEP_MISMATCHES) {
+    struct mismatch *m = &kept[k];
+    m->kind = kind;
+    m->n_fast = n_fast;
+    m->n_ref = n_ref;
+    for (int i = 0; i < 64; i++) {
+      m->fast[i] = i < n_fast ? fast[i] : 0;
+      m->ref[i] = i < n_ref ? ref[i] : 0;
+    }
+  }
+}
+
+__attribute__((noinline)) void check_here(void) {
+  uintptr_t fast[MAX_FRAMES], ref[MAX_FRAMES]; /* on the stack: signal handlers nest */
+  void *caller_ret = __builtin_return_address(0);
+  int trunc_fast, trunc_ref;
+  int n_fast = igprof_walk_fast_from_hook(fast, MAX_FRAMES, caller_ret, &trunc_fast);
+
+  unw_context_t ctx;
+  unw_cursor_t c;
+  unw_word_t ip = 0;
+  unw_getcontext(&ctx);
+  unw_init_local(&c, &ctx);
+  /* One step leaves check_here: the reference then starts where a hook's
+   * caller does. */
+  if (unw_step(&c) <= 0 || unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip != (uintptr_t)caller_ret) {
+    compare("hook(reference lost)", fast, n_fast, trunc_fast, fast, 0, 0);
+    return;
+  }
+  int n_ref = reference_walk(&c, ref, MAX_FRAMES, 0, &trunc_ref);
+  compare("hook", fast, n_fast, trunc_fast, ref, n_ref, trunc_ref);
+  atomic_fetch_add(&points_hook, 1);
+}
+
+void check_signal(const ucontext_t *uc) {
+  uintptr_t fast[MAX_FRAMES], ref[MAX_FRAMES]; /* on the stack: signal handlers nest */
+  int trunc_fast, trunc_ref;
+  int n_fast = igprof_walk_fast_from_signal(fast, MAX_FRAMES, uc, &trunc_fast);
+  ucontext_t copy = *uc;
+  unw_cursor_t c;
+  if (unw_init_local2(&c, &copy, UNW_INIT_SIGNAL_FRAME) < 0)
+    return;
+  int n_ref = reference_walk(&c, ref, MAX_FRAMES, 1, &trunc_ref);
+  compare("signal", fast, n_fast, trunc_fast, ref, n_ref, trunc_ref);
+  atomic_fetch_add(&points_signal, 1);
+}
+
+void check_init(void) { igprof_walk_fast_init(); }
+
+void check_thread_init(void) { igprof_walk_fast_thread_init(); }
+
+/* ---- sampler ------------------------------------------------------------- */
+
+static timer_t sampler_timer;
+
+static void on_sample(int sig, siginfo_t *si, void *ucv) {
+  (void)sig;
+  (void)si;
+  atomic_fetch_add(&samples, 1);
+  check_signal(ucv);
+  check_here(); /* hook-style walk across the sigreturn frame */
+}
+
+void sampler_start(long usec) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_sample;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGPROF, &sa, NULL);
+  struct sigevent ev;
+  memset(&ev, 0, sizeof ev);
+  ev.sigev_notify = SIGEV_SIGNAL;
+  ev.sigev_signo = SIGPROF;
+  if (timer_create(CLOCK_MONOTONIC, &ev, &sampler_timer) != 0) {
+    perror("timer_create");
+    exit(2);
+  }
+  struct itimerspec its = {{0, usec * 1000}, {0, usec * 1000}};
+  timer_settime(sampler_timer, 0, &its, NULL);
+}
+
+void sampler_stop(void) {
+  struct itimerspec off;
+  memset(&off, 0, sizeof off);
+  timer_settime(sampler_timer, 0, &off, NULL);
+  timer_delete(sampler_timer);
+  signal(SIGPROF, SIG_IGN);
+}
+
+long sampler_samples(void) { return atomic_load(&samples); }
+
+/* ---- report -------------------------------------------------------------- */
+
+static void print_frame(const char *side, int i, uintptr_t pc) {
+  Dl_info info;
+  if (pc && dladdr((void *)pc, &info) && info.dli_sname)
+    printf("    %s[%2d] %#lx %s+%#lx (%s)\n", side, i, (unsigned long)pc, info.dli_sname,
+           (unsigned long)(pc - (uintptr_t)info.dli_saddr), info.dli_fname);
+  else if (pc && dladdr((void *)pc, &info))
+    printf("    %s[%2d] %#lx %s+%#lx\n", side, i, (unsigned long)pc, info.dli_fname,
+           (unsigned long)(pc - (uintptr_t)info.dli_fbase));
+  else
+    printf("    %s[%2d] %#lx\n", side, i, (unsigned long)pc);
+}
+
+static void print_module(const struct walk_fast_module_info *m, void *arg) {
+  (void)arg;
+  printf("  module %-40s rows=%u fdes=%u complex=%u bad=%u status=%s\n",
+         m->name[0] ? m->name : "(main program)", m->rows, m->fdes, m->complex_rows,
+         m->bad_fdes, m->status);
+}
+
+int check_report(const char *name, long min_frames, long min_signal) {
+  struct walk_fast_stats st;
+  igprof_walk_fast_stats(&st);
+  long mm = atomic_load(&mismatches), frames = atomic_load(&frames_compared);
+  long sig = atomic_load(&points_signal), hook = atomic_load(&points_hook);
+  igprof_walk_fast_modules(print_module, NULL);
+  printf("%s: hook points %ld, signal points %ld, frames compared %ld, mismatches %ld "
+         "(main thread: fast steps %lu, libunwind steps %lu, cut %lu)\n",
+         name, hook, sig, frames, mm, (unsigned long)st.frames_fast,
+         (unsigned long)st.frames_unwinder, (unsigned long)st.walks_cut);
+  for (long k = 0; k < mm && k < KEEP_MISMATCHES; k++) {
+    struct mismatch *m = &kept[k];
+    printf("  mismatch %ld (%s): fast %d frames, libunwind %d frames\n", k, m->kind, m->n_fast,
+           m->n_ref);
+    int n = m->n_fast > m->n_ref ? m->n_fast : m->n_ref;
+    for (int i = 0; i < n && i < 64; i++) {
+      if (i < m->n_fast && i < m->n_ref && m->fast[i] == m->ref[i]) {
+        print_frame("same", i, m->fast[i]);
+        continue;
+      }
+      print_frame("fast", i, i < m->n_fast ? m->fast[i] : 0);
+      print_frame("ref ", i, i < m->n_ref ? m->ref[i] : 0);
+    }
+  }
+  int ok = 1;
+  if (mm != 0) {
+    printf("FAIL: %ld stacks differ from libunwind\n", mm);
+    ok = 0;
+  }
+  if (frames < min_frames) {
+    printf("FAIL: only %ld frames compared, expected at least %ld\n", frames, min_frames);
+    ok = 0;
+  }
+  if (sig < min_signal) {
+    printf("FAIL: only %ld signal-started walks compared, expected at least %ld\n", sig,
+           min_signal);
+    ok = 0;
+  }
+  return ok ? 0 : 1;
+}
