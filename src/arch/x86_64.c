@@ -359,6 +359,91 @@ static size_t put_mov_imm64(uint8_t *p, unsigned reg, uint64_t value)
   return 10;
 }
 
+/* Does any operand of the instruction (explicit or implicit) touch `reg64`? */
+static int uses_register(const ZydisDecodedOperand *ops, unsigned n, ZydisRegister reg64)
+{
+  for (unsigned i = 0; i < n; i++) {
+    ZydisRegister r[2] = {ZYDIS_REGISTER_NONE, ZYDIS_REGISTER_NONE};
+    if (ops[i].type == ZYDIS_OPERAND_TYPE_REGISTER) {
+      r[0] = ops[i].reg.value;
+    } else if (ops[i].type == ZYDIS_OPERAND_TYPE_MEMORY) {
+      r[0] = ops[i].mem.base;
+      r[1] = ops[i].mem.index;
+    }
+    for (int k = 0; k < 2; k++)
+      if (r[k] != ZYDIS_REGISTER_NONE &&
+          ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, r[k]) == reg64)
+        return 1;
+  }
+  return 0;
+}
+
+/* Any instruction with a [rip+disp32] operand whose data is out of rel32
+ * reach, rewritten to address it through a scratch register:
+ *
+ *   lea rsp, [rsp-128]      ; step over the red zone the function may use
+ *   push SCR
+ *   mov SCR, imm64          ; the absolute data address
+ *   <insn with [SCR]>       ; ModRM rm=SCR, the disp32 removed
+ *   pop SCR
+ *   lea rsp, [rsp+128]
+ *
+ * None of these touches the flags. Refused for branches and for anything
+ * that uses the stack pointer (push/pop/call read or move it), and for EVEX
+ * encodings. SCR is a low register (no REX.B, no SIB/disp8 special cases)
+ * that no operand uses. Returns 1 when written at p. */
+static int relocate_through_scratch(struct reloc_ctx *c, const ZydisDecodedInstruction *in,
+                                    const uint8_t *src, uintptr_t data, uint8_t *p)
+{
+  static const ZydisRegister candidates[] = {ZYDIS_REGISTER_RAX, ZYDIS_REGISTER_RCX,
+                                             ZYDIS_REGISTER_RDX, ZYDIS_REGISTER_RBX,
+                                             ZYDIS_REGISTER_RSI, ZYDIS_REGISTER_RDI};
+  static const uint8_t numbers[] = {0, 1, 2, 3, 6, 7};
+  if ((in->encoding != ZYDIS_INSTRUCTION_ENCODING_LEGACY &&
+       in->encoding != ZYDIS_INSTRUCTION_ENCODING_VEX) ||
+      is_flow_end(in) || in->mnemonic == ZYDIS_MNEMONIC_CALL ||
+      !(in->attributes & ZYDIS_ATTRIB_HAS_MODRM))
+    return 0;
+  ZydisDecoder decoder;
+  ZydisDecodedInstruction full;
+  ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+  ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, src, in->length, &full, ops)))
+    return 0;
+  if (uses_register(ops, full.operand_count, ZYDIS_REGISTER_RSP))
+    return 0;
+  int scr = -1;
+  for (unsigned i = 0; i < sizeof candidates / sizeof candidates[0] && scr < 0; i++)
+    if (!uses_register(ops, full.operand_count, candidates[i]))
+      scr = numbers[i];
+  if (scr < 0)
+    return 0;
+
+  static const uint8_t lea_down[] = {0x48, 0x8d, 0x64, 0x24, 0x80};       /* lea rsp,[rsp-128] */
+  static const uint8_t lea_up[] = {0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0}; /* lea rsp,[rsp+128] */
+  size_t n = 0;
+  memcpy(p, lea_down, sizeof lea_down);
+  n += sizeof lea_down;
+  p[n++] = (uint8_t)(0x50 | scr); /* push */
+  n += put_mov_imm64(p + n, (unsigned)scr, data);
+  /* the instruction, with [rip+disp32] turned into [SCR] */
+  uint8_t *insn = p + n;
+  size_t d = in->raw.disp.offset;
+  memcpy(insn, src, d);
+  memcpy(insn + d, src + d + 4, in->length - d - 4);
+  insn[in->raw.modrm.offset] = (uint8_t)((insn[in->raw.modrm.offset] & 0x38) | scr);
+  if (in->encoding == ZYDIS_INSTRUCTION_ENCODING_LEGACY && (in->attributes & ZYDIS_ATTRIB_HAS_REX))
+    insn[in->raw.rex.offset] &= (uint8_t)~1; /* REX.B = 0 */
+  if (in->encoding == ZYDIS_INSTRUCTION_ENCODING_VEX && src[in->raw.vex.offset] == 0xc4)
+    insn[in->raw.vex.offset + 1] |= 0x20; /* VEX.~B = 1 */
+  n += in->length - 4;
+  p[n++] = (uint8_t)(0x58 | scr); /* pop */
+  memcpy(p + n, lea_up, sizeof lea_up);
+  n += sizeof lea_up;
+  c->written += n;
+  return 1;
+}
+
 /* An instruction with a [rip+disp32] operand. */
 static enum arch_reloc_status relocate_rip_operand(struct reloc_ctx *c,
                                                    const ZydisDecodedInstruction *in,
@@ -404,6 +489,8 @@ static enum arch_reloc_status relocate_rip_operand(struct reloc_ctx *c,
     c->written += n;
     return ARCH_RELOC_OK;
   }
+  if (relocate_through_scratch(c, in, src, data, p))
+    return ARCH_RELOC_OK;
   return fail(c, ARCH_RELOC_UNRELOCATABLE, in, pc,
               "rip-relative operand out of +-2GiB of the trampoline");
 }

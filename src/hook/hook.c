@@ -272,7 +272,7 @@ static enum hook_status install_locked(uintptr_t fn, size_t size, uintptr_t repl
   }
   struct tramp_block block;
   const char *why = NULL;
-  if (tramp_reserve(fn, SLOT_SIZE, &block, &why) != 0) {
+  if (tramp_reserve(fn, 1, SLOT_SIZE, &block, &why) != 0) {
     /* No memory within near reach: an absolute jump at the entry reaches a
      * trampoline anywhere, if the function has room for it. */
     patch_size = arch_patch_size_far();
@@ -280,7 +280,7 @@ static enum hook_status install_locked(uintptr_t fn, size_t size, uintptr_t repl
       message_str(message_str(m, why), "; function too short for the absolute-jump patch");
       return HOOK_ERR_TOO_SHORT;
     }
-    if (tramp_reserve(0, SLOT_SIZE, &block, &why) != 0) {
+    if (tramp_reserve(fn, 0, SLOT_SIZE, &block, &why) != 0) {
       message_str(m, why);
       return HOOK_ERR_TRAMPOLINE_ALLOC;
     }

@@ -160,14 +160,36 @@ static void retire_inherited_chunks(void)
   owner_pid = pid;
 }
 
-int tramp_reserve(uintptr_t near, size_t size, struct tramp_block *out, const char **why)
+/* Where a test wants a chunk that is out of near reach of `target`. */
+static uintptr_t far_hint(uintptr_t target)
+{
+  uintptr_t away = (uintptr_t)64 << 30;
+  return (target > away + LOWEST_ADDRESS ? target - away : target + away) & ~(uintptr_t)0xffff;
+}
+
+static int use_chunk(int i, size_t size, struct tramp_block *out, const char **why)
+{
+  struct chunk *c = &chunks[i];
+  *out = (struct tramp_block){c->write + c->used, c->exec + c->used, size, i};
+  /* a single-view chunk may hold live trampolines: keep it executable */
+  if (!c->dual && mprotect(c->write, CHUNK, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+    *why = "cannot make a trampoline chunk writable";
+    return -1;
+  }
+  return 0;
+}
+
+int tramp_reserve(uintptr_t target, int need_near, size_t size, struct tramp_block *out,
+                  const char **why)
 {
   retire_inherited_chunks();
   size = (size + 15) & ~(size_t)15;
-  if (near && refuse_near) {
+  if (need_near && refuse_near) {
     *why = "no free address space within near-jump reach (forced by a test)";
     return -1;
   }
+  int simulate_full = refuse_near; /* and !need_near */
+
   /* The closest chunk with room serves, if it is close: the relocated code
    * also addresses the target's data through rel32 displacements, and data a
    * library reaches lies near the library, not near a chunk made for another
@@ -175,20 +197,15 @@ int tramp_reserve(uintptr_t near, size_t size, struct tramp_block *out, const ch
   int best = -1;
   for (int i = 0; i < nchunks; i++) {
     struct chunk *c = &chunks[i];
-    if (CHUNK - c->used >= size && (!near || arch_near_reachable(c->exec, near, CHUNK)) &&
-        (best < 0 || distance(c->exec, near) < distance(chunks[best].exec, near)))
+    int reachable = arch_near_reachable(c->exec, target, CHUNK);
+    if (CHUNK - c->used < size || (need_near && !reachable) || (simulate_full && reachable))
+      continue;
+    if (best < 0 || distance(c->exec, target) < distance(chunks[best].exec, target))
       best = i;
   }
-  if (best >= 0 && (!near || distance(chunks[best].exec, near) <= CLOSE_ENOUGH ||
-                    nchunks == MAX_CHUNKS || !closer_gap_exists(near, chunks[best].exec))) {
-    struct chunk *c = &chunks[best];
-    *out = (struct tramp_block){c->write + c->used, c->exec + c->used, size, best};
-    if (!c->dual && mprotect(c->write, CHUNK, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
-      *why = "cannot make a trampoline chunk writable";
-      return -1;
-    }
-    return 0;
-  }
+  if (best >= 0 && (!need_near || distance(chunks[best].exec, target) <= CLOSE_ENOUGH ||
+                    nchunks == MAX_CHUNKS || !closer_gap_exists(target, chunks[best].exec)))
+    return use_chunk(best, size, out, why);
   if (nchunks == MAX_CHUNKS) {
     *why = "trampoline chunk table is full";
     return -1;
@@ -196,8 +213,8 @@ int tramp_reserve(uintptr_t near, size_t size, struct tramp_block *out, const ch
   struct chunk c;
   int ok = -1;
   for (int attempt = 0; attempt < 8 && ok != 0; attempt++) {
-    uintptr_t hint = 0;
-    if (near && !(hint = find_near_gap(near))) {
+    uintptr_t hint = simulate_full ? far_hint(target) : need_near ? find_near_gap(target) : 0;
+    if (need_near && !hint) {
       *why = "no free address space within near-jump reach";
       return -1;
     }

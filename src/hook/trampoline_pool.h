@@ -25,16 +25,19 @@ struct tramp_block {
   int chunk;           /* internal */
 };
 
-/* Reserve `size` bytes within near reach of `near`, or anywhere if `near` is 0.
+/* Reserve `size` bytes for a trampoline serving `target`: within near reach
+ * of it if `need_near`, else anywhere (still as close as the pool can).
  * Returns 0, or -1 if no memory can be had (reason in `why`, a static string). */
-int tramp_reserve(uintptr_t near, size_t size, struct tramp_block *out, const char **why);
+int tramp_reserve(uintptr_t target, int need_near, size_t size, struct tramp_block *out,
+                  const char **why);
 
 /* Keep the first `used` bytes of a reservation (0 gives it all back) and make
  * what was written executable. */
 void tramp_commit(struct tramp_block *block, size_t used);
 
-/* Tests only: while set, no chunk counts as within near reach and none is
- * created there, as in an address space with no free room near the target. */
+/* Tests only: while set, the address space within near reach of any target
+ * counts as full: near reservations fail, and the others get chunks placed
+ * beyond near reach. */
 void tramp_pool_refuse_near(int refuse);
 
 /* Non-zero if addr lies in the executable view of a trampoline chunk. */

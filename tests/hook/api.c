@@ -38,7 +38,19 @@ __asm__(".text\n"
         /* 10 bytes: enough for the near patch, not for the absolute one */
         ".globl ten_bytes\n.type ten_bytes,@function\nten_bytes:\n"
         "  movl %edi, %eax\n  addl %esi, %eax\n  addl $1, %eax\n  nop\n  ret\n"
-        ".size ten_bytes, .-ten_bytes\n");
+        ".size ten_bytes, .-ten_bytes\n"
+        /* RIP-relative operands in the first 14 bytes, for the absolute patch */
+        ".globl far_rip_sse\n.type far_rip_sse,@function\nfar_rip_sse:\n"
+        "  addsd far_const(%rip), %xmm0\n  nop\n  nop\n  nop\n  nop\n  nop\n  nop\n  ret\n"
+        ".size far_rip_sse, .-far_rip_sse\n"
+        ".globl far_rip_cmp\n.type far_rip_cmp,@function\nfar_rip_cmp:\n"
+        "  cmpl $5, far_flag(%rip)\n  sete %al\n  movzbl %al, %eax\n  nop\n  ret\n"
+        ".size far_rip_cmp, .-far_rip_cmp\n"
+        ".pushsection .rodata\n.balign 8\nfar_const:\n  .double 1.5\n.popsection\n"
+        ".pushsection .data\n.globl far_flag\n.balign 4\nfar_flag:\n  .long 5\n.popsection\n");
+double far_rip_sse(double);
+int far_rip_cmp(void);
+extern int far_flag;
 int tiny_ret(void);
 int short_zero(void);
 int loop_back(void);
@@ -167,7 +179,23 @@ static long far_replacement(long a, long b)
   far_calls++;
   return ((long (*)(long, long))far_hook.chain)(a, b);
 }
-static struct hook_result ten_hook;
+static struct hook_result ten_hook, sse_hook, cmp_hook;
+static atomic_long sse_calls, cmp_calls;
+static double sse_replacement(double x)
+{
+  sse_calls++;
+  return ((double (*)(double))sse_hook.chain)(x);
+}
+static int cmp_replacement(void)
+{
+  cmp_calls++;
+  return ((int (*)(void))cmp_hook.chain)();
+}
+
+static uintptr_t distance(const void *a, const void *b)
+{
+  return (uintptr_t)a > (uintptr_t)b ? (uintptr_t)a - (uintptr_t)b : (uintptr_t)b - (uintptr_t)a;
+}
 
 static void test_absolute_patch(void)
 {
@@ -182,7 +210,20 @@ static void test_absolute_patch(void)
   /* ten_bytes has room for the 5-byte jump, not for the 14-byte one */
   st = hook_named("ten_bytes", NULL, NULL, (void *)replacement_int, &ten_hook);
   EXPECT(st, HOOK_ERR_TOO_SHORT, &ten_hook, "too short for the absolute-jump patch");
+  /* RIP-relative data beyond rel32 of the trampoline: addsd and cmp run
+   * through the scratch-register form, and cmp's flags must survive it */
+  EXPECT(hook_named("far_rip_sse", NULL, NULL, (void *)sse_replacement, &sse_hook), HOOK_OK,
+         &sse_hook, NULL);
+  EXPECT(hook_named("far_rip_cmp", NULL, NULL, (void *)cmp_replacement, &cmp_hook), HOOK_OK,
+         &cmp_hook, NULL);
   tramp_pool_refuse_near(0);
+  CHECK(distance(sse_hook.trampoline, (void *)far_rip_sse) > ((uintptr_t)1 << 32));
+  CHECK_EQ_LONG(far_rip_sse(2.0) == 3.5, 1);
+  CHECK_EQ_LONG(far_rip_cmp(), 1);
+  far_flag = 4;
+  CHECK_EQ_LONG(far_rip_cmp(), 0);
+  CHECK_EQ_LONG(sse_calls, 1);
+  CHECK_EQ_LONG(cmp_calls, 2);
   CHECK_EQ_LONG(ten_bytes(20, 21), 42);
 
   uintptr_t target;

@@ -28,8 +28,8 @@ struct vinsn {
 
 /* Statistics over every verified window: how many of each relocated form. */
 struct verify_forms {
-  unsigned long copied, rip_operand, rip_rewritten, jmp, jmp_abs, call, call_abs, jcc, jcc_abs,
-      loop_like;
+  unsigned long copied, rip_operand, rip_rewritten, rip_scratch, jmp, jmp_abs, call, call_abs, jcc,
+      jcc_abs, loop_like;
 };
 
 static int vdecode(const uint8_t *code, size_t avail, struct vinsn *v)
@@ -84,6 +84,77 @@ static int condition_code(const ZydisDecodedInstruction *in)
   if (in->opcode_map == ZYDIS_OPCODE_MAP_0F && in->opcode >= 0x80 && in->opcode <= 0x8f)
     return in->opcode & 0xf;
   return -1;
+}
+
+/* Does an operand of v (other than a RIP-based memory one) use the 64-bit
+ * register reg64? */
+static int vuses(const struct vinsn *v, ZydisRegister reg64)
+{
+  for (unsigned i = 0; i < v->in.operand_count; i++) {
+    const ZydisDecodedOperand *op = &v->ops[i];
+    ZydisRegister r[2] = {ZYDIS_REGISTER_NONE, ZYDIS_REGISTER_NONE};
+    if (op->type == ZYDIS_OPERAND_TYPE_REGISTER) {
+      r[0] = op->reg.value;
+    } else if (op->type == ZYDIS_OPERAND_TYPE_MEMORY) {
+      r[0] = op->mem.base;
+      r[1] = op->mem.index;
+    }
+    for (int k = 0; k < 2; k++)
+      if (r[k] != ZYDIS_REGISTER_NONE &&
+          ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, r[k]) == reg64)
+        return 1;
+  }
+  return 0;
+}
+
+/* The scratch-register form of a RIP-relative instruction `o` whose data
+ * lies at `data`: lea rsp,[rsp-128]; push R; mov R, data; o with [R];
+ * pop R; lea rsp,[rsp+128], with R unused by o. Returns its length, or 0
+ * with the reason in why. */
+static size_t verify_scratch_form(const struct vinsn *o, const uint8_t *code, size_t avail,
+                                  uint64_t data, char *why, size_t why_cap)
+{
+  struct vinsn s[6];
+  size_t at = 0;
+  for (int i = 0; i < 6; i++) {
+    if (vdecode(code + at, avail - at, &s[i]) != 0) {
+      snprintf(why, why_cap, "scratch form: step %d does not decode", i);
+      return 0;
+    }
+    at += s[i].in.length;
+  }
+  ZydisRegister scr = s[1].ops[0].reg.value;
+  const char *bad = NULL;
+  if (s[1].in.mnemonic != ZYDIS_MNEMONIC_PUSH || s[4].in.mnemonic != ZYDIS_MNEMONIC_POP ||
+      s[4].ops[0].reg.value != scr)
+    bad = "push/pop of the scratch register";
+  else if (vuses(o, scr) || scr == ZYDIS_REGISTER_RSP)
+    bad = "scratch register is used by the instruction";
+  else if (s[2].in.mnemonic != ZYDIS_MNEMONIC_MOV || s[2].ops[0].reg.value != scr ||
+           s[2].ops[1].type != ZYDIS_OPERAND_TYPE_IMMEDIATE || s[2].ops[1].imm.value.u != data)
+    bad = "scratch register not loaded with the data address";
+  else if (s[5].in.mnemonic != ZYDIS_MNEMONIC_LEA || s[5].ops[0].reg.value != ZYDIS_REGISTER_RSP ||
+           s[5].ops[1].mem.base != ZYDIS_REGISTER_RSP || s[5].ops[1].mem.disp.value != 128)
+    bad = "stack pointer not restored";
+  else if (s[3].in.mnemonic != o->in.mnemonic || s[3].in.operand_count != o->in.operand_count)
+    bad = "instruction changed";
+  for (unsigned i = 0; !bad && i < o->in.operand_count; i++) {
+    const ZydisDecodedOperand *a = &o->ops[i], *b = &s[3].ops[i];
+    if (a->type != b->type || a->size != b->size)
+      bad = "operand kinds differ";
+    else if (a->type == ZYDIS_OPERAND_TYPE_MEMORY && a->mem.base == ZYDIS_REGISTER_RIP) {
+      if (b->mem.base != scr || b->mem.index != ZYDIS_REGISTER_NONE || b->mem.disp.value != 0)
+        bad = "memory operand is not [scratch]";
+    } else if (a->type == ZYDIS_OPERAND_TYPE_REGISTER && a->reg.value != b->reg.value)
+      bad = "register operand differs";
+    else if (a->type == ZYDIS_OPERAND_TYPE_IMMEDIATE && a->imm.value.u != b->imm.value.u)
+      bad = "immediate differs";
+  }
+  if (bad) {
+    snprintf(why, why_cap, "%s: scratch form: %s", ZydisMnemonicGetString(o->in.mnemonic), bad);
+    return 0;
+  }
+  return at;
 }
 
 #define VFAIL(...)                                       \
@@ -166,6 +237,13 @@ static int verify_relocation(const uint8_t *orig, uint64_t orig_pc, size_t windo
           roff += l.in.length;
         }
         forms->rip_rewritten++;
+      } else if (r.in.mnemonic == ZYDIS_MNEMONIC_LEA && r.ops[0].reg.value == ZYDIS_REGISTER_RSP &&
+                 r.ops[1].mem.base == ZYDIS_REGISTER_RSP && r.ops[1].mem.disp.value == -128) {
+        size_t n = verify_scratch_form(&o, chain + roff, chain_len - roff, data, why, why_cap);
+        if (!n)
+          return -1;
+        forms->rip_scratch++;
+        roff += n;
       } else {
         VFAIL("%s at +%zu: rip-relative instruction became %s", mn, off,
               ZydisMnemonicGetString(r.in.mnemonic));
