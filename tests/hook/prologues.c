@@ -15,10 +15,10 @@ int NAME(pro_checksum)(const char *s)
   char buf[64];
   strncpy(buf, s, sizeof buf - 1);
   buf[sizeof buf - 1] = 0;
-  int h = 7;
+  unsigned h = 7;
   for (const char *p = buf; *p; p++)
-    h = h * 31 + *p;
-  return h;
+    h = h * 31 + (unsigned char)*p;
+  return (int)(h >> 1);
 }
 
 /* recursion: every level enters through the hook */
