@@ -544,8 +544,18 @@ static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_unti
     *truncated = 0;
   if (max <= 0)
     return 0;
-  if (!s || !region_of(w->regs.sp, w->uc != NULL, &w->stack))
-    return unwinder_walk(w, s, pcs, max, skip_until, truncated);
+  if (!s || !region_of(w->regs.sp, w->uc != NULL, &w->stack)) {
+    /* A thread without known bounds, or code on a stack of its own making
+     * (coroutines): libunwind walks it, if the stack pointer is mapped at
+     * all. A wild stack pointer on a thread we know gives the PC alone. */
+    if (!s || stack_hi == 0 || frame_memory_mapped(w->regs.sp, sizeof(uintptr_t)))
+      return unwinder_walk(w, s, pcs, max, skip_until, truncated);
+    thread_stats.walks_cut++;
+    if (skip_until)
+      return 0;
+    pcs[0] = w->exact ? w->regs.pc : w->regs.pc - 1;
+    return 1;
+  }
   int n = 0, skipped = 0;
   if (skip_until) {
     while (w->regs.pc != skip_until || w->exact) {

@@ -15,6 +15,7 @@
 #include <libunwind.h>
 
 #include "walk_fast.h"
+#include "../../src/arch/frame.h"
 
 #define MAX_FRAMES 1024
 #define KEEP_MISMATCHES 4
@@ -35,10 +36,9 @@ static struct mismatch kept[KEEP_MISMATCHES];
  * frame libunwind last fetched unwind info for, which depends on its cache. */
 static int is_sigreturn_trampoline(uintptr_t ip) {
   static const unsigned char code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
-  /* ip came out of a successful libunwind step: it is code with unwind
-   * info, so reading it is safe (dladdr would take the loader lock, which a
-   * signal handler must not). */
-  return memcmp((const void *)ip, code, sizeof code) == 0;
+  /* mincore rather than dladdr: dladdr takes the loader lock, which a
+   * signal handler must not. */
+  return frame_memory_mapped(ip, sizeof code) && memcmp((const void *)ip, code, sizeof code) == 0;
 }
 
 /* The reference: libunwind's cursor, stepped to the end. Addresses follow
