@@ -4,19 +4,23 @@
 # shared workloads, through bench/overhead.sh (alternating runs, median of
 # per-round ratios to native, min-max).
 #
-# Usage: bench/perf/run.sh [--build DIR] [--runs N] [--workloads a,b,...]
+# Usage: bench/perf/run.sh [--build DIR] [--runs N] [--workloads a,b,...] [--cpu]
+# --cpu: the same alternation, but ratios of CPU time (user + system of the
+# whole process tree, bench/perf/cpu_overhead.py) instead of wall time.
 # Needs: linux-perf, libgoogle-perftools4 (see bench/perf/README.md).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$ROOT/build
 RUNS=5
 WORKLOADS=sqlite,python,gzip,xz,git,make,cxx
+CPU=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$(cd "$2" && pwd); shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
     --workloads) WORKLOADS=$2; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    --cpu) CPU=1; shift ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -37,4 +41,7 @@ else
   echo "run.sh: libprofiler.so.0 (libgoogle-perftools4) not installed; its column is left out" >&2
 fi
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r), runs=$RUNS"
+if [ "$CPU" = 1 ]; then
+  exec python3 "$ROOT/bench/perf/cpu_overhead.py" --runs "$RUNS" --workloads "$WORKLOADS" "${TOOLS[@]}"
+fi
 exec "$ROOT/bench/overhead.sh" --runs "$RUNS" --workloads "$WORKLOADS" "${TOOLS[@]}"
