@@ -44,6 +44,7 @@ struct reader {
   struct line_source src;
   int base;
   struct idmap fn_ids, file_ids, counter_ids;
+  uint32_t *fn_dense; size_t fn_dense_cap;   /* small FN ids -> frame + 1 (0 = none) */
   struct frame *frames; size_t nframes, frames_cap;
   uint32_t *frame_syms; size_t nframe_syms, frame_syms_cap;
   uint32_t cur_depth;
@@ -227,6 +228,7 @@ void reader_free(struct reader *rd)
   free(rd->src.line);
   strpool_free(&rd->counter_names);
   idmap_free(&rd->fn_ids);
+  free(rd->fn_dense);
   idmap_free(&rd->file_ids);
   idmap_free(&rd->counter_ids);
   free(rd->frames);
@@ -287,6 +289,30 @@ static void add_frame_sym(struct reader *rd, uint32_t sym)
   rd->frame_syms[rd->nframe_syms++] = sym;
 }
 
+/* Writers number FN ids 0, 1, 2, ... so a plain array serves nearly every
+ * lookup; other ids go to the hash map. */
+#define FN_DENSE_LIMIT (1u << 24)
+
+static void set_fn(struct reader *rd, int64_t id, uint32_t frame)
+{
+  if (id >= 0 && id < FN_DENSE_LIMIT) {
+    GROW(rd->fn_dense, rd->fn_dense_cap, (size_t) id + 1);
+    rd->fn_dense[id] = frame + 1;
+  } else {
+    idmap_put(&rd->fn_ids, (uint64_t) id, frame);
+  }
+}
+
+static int get_fn(const struct reader *rd, int64_t id, uint32_t *frame)
+{
+  if (id >= 0 && id < FN_DENSE_LIMIT) {
+    if ((size_t) id >= rd->fn_dense_cap || !rd->fn_dense[id]) return 0;
+    *frame = rd->fn_dense[id] - 1;
+    return 1;
+  }
+  return idmap_get(&rd->fn_ids, (uint64_t) id, frame);
+}
+
 /* Create frame for FN `id` with decoded name, file and offset. */
 static void define_frame(struct reader *rd, int64_t id, const char *name, uint32_t file, int64_t fileoff)
 {
@@ -324,7 +350,7 @@ static void define_frame(struct reader *rd, int64_t id, const char *name, uint32
   f.count = (uint32_t) rd->nframe_syms - f.first;
   GROW(rd->frames, rd->frames_cap, rd->nframes + 1);
   rd->frames[rd->nframes] = f;
-  idmap_put(&rd->fn_ids, (uint64_t) id, (uint32_t) rd->nframes);
+  set_fn(rd, id, (uint32_t) rd->nframes);
   rd->nframes++;
 }
 
@@ -502,10 +528,10 @@ static void parse_line(struct reader *rd, char *line)
     parse_error(rd, "malformed stack line: expected ' FN<id>' after the depth");
   if (*p == '=') {
     parse_fn_definition(rd, &p, id);
-  } else if (!idmap_get(&rd->fn_ids, (uint64_t) id, &frame)) {
+  } else if (!get_fn(rd, id, &frame)) {
     parse_error(rd, "function FN%" PRId64 " referenced before its definition", id);
   }
-  idmap_get(&rd->fn_ids, (uint64_t) id, &frame);
+  get_fn(rd, id, &frame);
   if (!expect(&p, "+") || !parse_int(&p, rd->base, &symoff))
     parse_error(rd, "malformed stack line: expected '+<offset>' after the function");
   int has_key = 0;
@@ -539,6 +565,7 @@ void reader_read(struct reader *rd, const char *path, struct call_tree *tree)
   }
   parse_header(rd, line, len);
   idmap_clear(&rd->fn_ids);
+  if (rd->fn_dense) memset(rd->fn_dense, 0, rd->fn_dense_cap * sizeof(*rd->fn_dense));
   idmap_clear(&rd->file_ids);
   idmap_clear(&rd->counter_ids);
   rd->nframes = 0;
