@@ -121,8 +121,10 @@ static void run_batch(const struct candidate *cand, size_t from, size_t to, stru
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-/* Hook every candidate, batch by batch, each batch in a fresh child. */
-static int hook_all(const struct check *c, struct outcome **outcomes, int *crash_signal)
+/* Hook every candidate, batch by batch, each batch in a fresh child. The
+ * outcomes live in a shared mapping of *mapped bytes that the caller unmaps. */
+static int hook_all(const struct check *c, struct outcome **outcomes, size_t *mapped,
+                    int *crash_signal)
 {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   size_t out_bytes = round_up(c->ncand * sizeof(struct outcome) + sizeof(size_t), page);
@@ -166,6 +168,7 @@ static int hook_all(const struct check *c, struct outcome **outcomes, int *crash
     next = k + 1;
   }
   *outcomes = out;
+  *mapped = out_bytes + stub_bytes;
   return 0;
 }
 
@@ -208,7 +211,8 @@ static int check_library(const char *lib)
 
   int *crash_signal = calloc(c.ncand + 1, sizeof *crash_signal);
   struct outcome *out = NULL;
-  if (!crash_signal || hook_all(&c, &out, crash_signal) != 0) {
+  size_t mapped = 0;
+  if (!crash_signal || hook_all(&c, &out, &mapped, crash_signal) != 0) {
     fprintf(stderr, "igprof-hookcheck: %s: cannot run the scratch processes: %s\n", lib,
             strerror(errno));
     return 2;
@@ -241,6 +245,9 @@ static int check_library(const char *lib)
     if (tally[st])
       printf("  %s: %zu\n", status_name(st), tally[st]);
   printf("  (%zu functions shorter than the %zu-byte patch not counted)\n", c.too_short, patch);
+  munmap(out, mapped);
+  free(crash_signal);
+  free(c.cand);
   elf_symbols_close(&es);
   return 0;
 }
