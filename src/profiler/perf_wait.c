@@ -2,7 +2,7 @@
  *
  * A wall-clock timer keeps firing while its thread sleeps, and a signal
  * handler that runs during nanosleep, poll, select, epoll_wait, sigsuspend,
- * pause, sem_wait and the like ends that call with EINTR whatever SA_RESTART
+ * pause, sem_wait, semop, msgrcv and the like ends that call with EINTR whatever SA_RESTART
  * says (signal(7)): sleep(1) would return at once. So around each such call
  * the thread's timer rests; after it, the thread's stack at the call is
  * credited with exactly the expiries the timer would have had in that time,
@@ -23,6 +23,8 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/msg.h>
+#include <sys/sem.h>
 #include <sys/select.h>
 #include <time.h>
 
@@ -91,6 +93,11 @@ TIMED_WAIT(int, sigtimedwait, (const sigset_t *s, siginfo_t *i, const struct tim
 TIMED_WAIT(int, sigwaitinfo, (const sigset_t *s, siginfo_t *i), (s, i))
 TIMED_WAIT(int, sem_wait, (sem_t *s), (s))
 TIMED_WAIT(int, sem_timedwait, (sem_t *s, const struct timespec *t), (s, t))
+TIMED_WAIT(int, epoll_pwait2, (int e, struct epoll_event *v, int n, const struct timespec *t, const sigset_t *m),
+           (e, v, n, t, m))
+TIMED_WAIT(int, semop, (int id, struct sembuf *o, size_t n), (id, o, n))
+TIMED_WAIT(int, semtimedop, (int id, struct sembuf *o, size_t n, const struct timespec *t), (id, o, n, t))
+TIMED_WAIT(ssize_t, msgrcv, (int id, void *m, size_t n, long type, int flags), (id, m, n, type, flags))
 
 struct wait_hook {
   const char *name;
@@ -104,7 +111,8 @@ static const struct wait_hook wait_hooks[] = {
   WAIT_HOOK(clock_nanosleep), WAIT_HOOK(nanosleep), WAIT_HOOK(poll), WAIT_HOOK(ppoll),
   WAIT_HOOK(select), WAIT_HOOK(pselect), WAIT_HOOK(epoll_wait), WAIT_HOOK(epoll_pwait),
   WAIT_HOOK(pause), WAIT_HOOK(sigsuspend), WAIT_HOOK(sigtimedwait), WAIT_HOOK(sigwaitinfo),
-  WAIT_HOOK(sem_wait), WAIT_HOOK(sem_timedwait),
+  WAIT_HOOK(sem_wait), WAIT_HOOK(sem_timedwait), WAIT_HOOK(epoll_pwait2), WAIT_HOOK(semop),
+  WAIT_HOOK(semtimedop), WAIT_HOOK(msgrcv),
 };
 
 int perf_wait_start(void)

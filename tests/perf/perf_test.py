@@ -154,6 +154,21 @@ def scenario_sleephalf(a):
     near(ticks(d, inside('sleephalf')) * d.period, joined, 'main thread blocked in join')
 
 
+WAITS = ['wait_poll', 'wait_select', 'wait_epoll', 'wait_sigtimedwait', 'wait_sem', 'wait_usleep',
+         'wait_semop', 'wait_pause']
+
+
+def scenario_waits(a):
+    # Each call waits 60 ms; a wall-clock signal every 5 ms would end it with
+    # EINTR. Under -pr it returns exactly what it returns natively, and its
+    # 60 ms are in the profile.
+    new, _, _ = same_as_native(a, [a.cputest, 'waits'], opts=('-pr',))
+    d = igdump.Dump(new[0])
+    for fn in WAITS:
+        t = ticks(d, inside(fn)) * d.period
+        check(0.055 <= t <= 0.2, f'{fn}: {t:.3f}s of wall-clock samples for a 60 ms wait')
+
+
 def scenario_user(a):
     r, user, system = cputest(a, 'usersys', opts=('-pu',))
     eq(r.returncode, 0, 'exit status')

@@ -15,6 +15,11 @@
  *   cputest forkkeep    burn_three(15), then a child burns burn_one(10)
  *   cputest bigfork     touches 256 MiB, then forks 5 children that exit
  *   cputest allocloop   300000 malloc/free pairs in alloc_loop
+ *   cputest waits       each call that a signal would cut short (poll,
+ *                       select, epoll_wait, sigtimedwait, sem_timedwait,
+ *                       usleep, semop, pause woken by the app's alarm) waits
+ *                       about 60 ms in its own wait_* function; prints what
+ *                       each returned
  *   cputest enable      burns in burn_off with sampling disabled by
  *                       igprof_disable (if the runtime is there), then in
  *                       burn_on after igprof_enable
@@ -25,12 +30,18 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/ipc.h>
 #include <sys/resource.h>
+#include <sys/sem.h>
+#include <sys/select.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -344,6 +355,85 @@ static void bigfork(void)
   printf("forks: %d\n", ok);
 }
 
+/* ---- -pr: calls that sleep ------------------------------------------- */
+
+#define WAIT_MS 60
+
+static struct timespec wait_ts(void) { return (struct timespec) {0, WAIT_MS * 1000000L}; }
+
+static __attribute__((noinline)) int wait_poll(void) { return poll(NULL, 0, WAIT_MS); }
+
+static __attribute__((noinline)) int wait_select(void)
+{
+  struct timeval tv = {0, WAIT_MS * 1000};
+  return select(0, NULL, NULL, NULL, &tv);
+}
+
+static __attribute__((noinline)) int wait_epoll(void)
+{
+  int ep = epoll_create1(0);
+  struct epoll_event ev;
+  int rc = epoll_wait(ep, &ev, 1, WAIT_MS);
+  close(ep);
+  return rc;
+}
+
+static __attribute__((noinline)) int wait_sigtimedwait(void)
+{
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR2);
+  sigprocmask(SIG_BLOCK, &set, NULL);
+  struct timespec ts = wait_ts();
+  return sigtimedwait(&set, NULL, &ts);
+}
+
+static __attribute__((noinline)) int wait_sem(void)
+{
+  sem_t sem;
+  sem_init(&sem, 0, 0);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_nsec += WAIT_MS * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+  return sem_timedwait(&sem, &ts);
+}
+
+static __attribute__((noinline)) int wait_usleep(void) { return usleep(WAIT_MS * 1000); }
+
+static __attribute__((noinline)) int wait_semop(void)
+{
+  int id = semget(IPC_PRIVATE, 1, 0600);
+  struct sembuf op = {0, -1, 0};
+  struct timespec ts = wait_ts();
+  int rc = semtimedop(id, &op, 1, &ts);
+  semctl(id, 0, IPC_RMID);
+  return rc;
+}
+
+static __attribute__((noinline)) int wait_pause(void)
+{
+  alarm_hits = 0;
+  signal(SIGALRM, on_alarm);
+  ualarm(WAIT_MS * 1000, 0);
+  int rc = pause();
+  return rc * 10 + (int) alarm_hits; /* -1 (EINTR) once, after one SIGALRM */
+}
+
+static void waits(void)
+{
+  static const struct { const char *name; int (*fn)(void); } calls[] = {
+    {"poll", wait_poll}, {"select", wait_select}, {"epoll_wait", wait_epoll},
+    {"sigtimedwait", wait_sigtimedwait}, {"sem_timedwait", wait_sem}, {"usleep", wait_usleep},
+    {"semtimedop", wait_semop}, {"pause", wait_pause},
+  };
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; ++i) {
+    errno = 0;
+    int rc = calls[i].fn();
+    printf("%s: %d %s\n", calls[i].name, rc, rc < 0 ? strerrorname_np(errno) : "");
+  }
+}
+
 /* ---- enable / disable ------------------------------------------------- */
 
 static void enable(void)
@@ -372,8 +462,9 @@ int main(int argc, char **argv)
   else if (!strcmp(what, "execbusy") && argc > 2) execbusy(argv[2]);
   else if (!strcmp(what, "bigfork")) bigfork();
   else if (!strcmp(what, "forkkeep")) forkkeep();
+  else if (!strcmp(what, "waits")) waits();
   else {
-    fprintf(stderr, "usage: cputest ratio|threads|afterjoin|sleephalf|robust|usersys|mixed|allocloop|execbusy PROG|forkkeep|bigfork|enable\n");
+    fprintf(stderr, "usage: cputest ratio|threads|afterjoin|sleephalf|robust|usersys|mixed|allocloop|execbusy PROG|forkkeep|bigfork|waits|enable\n");
     return 2;
   }
   return 0;
