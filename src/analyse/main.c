@@ -40,12 +40,13 @@ static const char usage[] =
   "  -js, --json               JSON report\n"
   "  -C, --callgrind FILE      KCachegrind/callgrind file\n"
   "      --flame               collapsed stacks for flame graphs ('a;b;c value')\n"
+  "      --html                self-contained HTML report\n"
   "  -tn, --top N              the N nodes with the largest self value, with stacks\n"
   "  -T, --tree                massif-style tree\n"
   "  -v, --verbose             progress on stderr\n"
   "  -h, --help                this text\n";
 
-enum output { OUT_TEXT, OUT_SQLITE, OUT_JSON, OUT_CALLGRIND, OUT_FLAME, OUT_TOP, OUT_TREE };
+enum output { OUT_TEXT, OUT_SQLITE, OUT_JSON, OUT_CALLGRIND, OUT_FLAME, OUT_TOP, OUT_TREE, OUT_HTML };
 
 struct options {
   struct read_options read;
@@ -158,6 +159,7 @@ static void parse_args(struct options *o, int argc, char **argv)
     else if (is(a, "-t", "--text")) o->output = OUT_TEXT;
     else if (is(a, "-js", "--json")) o->output = OUT_JSON;
     else if (is(a, "--flame", NULL)) o->output = OUT_FLAME;
+    else if (is(a, "--html", NULL)) o->output = OUT_HTML;
     else if (is(a, "-T", "--tree")) o->output = OUT_TREE;
     else if (is(a, "-s", "--sqlite")) {
       /* IgProf's -s takes no argument and prints SQL; ours also accepts an
@@ -198,6 +200,7 @@ static void write_report(struct options *o, struct report *r)
   case OUT_FLAME: report_flame(r); break;
   case OUT_TOP: report_top(r, o->top); break;
   case OUT_TREE: report_tree(r); break;
+  case OUT_HTML: report_html(r); break;
   }
 }
 

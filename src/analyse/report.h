@@ -53,6 +53,7 @@ int report_sqlite(const struct report *r, const char *path);
 void report_callgrind(const struct report *r, FILE *out);
 void report_flame(const struct report *r);
 void report_tree(const struct report *r);
+void report_html(const struct report *r);
 void report_top(const struct report *r, size_t n);
 
 #endif

@@ -267,7 +267,7 @@ int format_thousands_2dp(char *buf, size_t cap, double v)
 }
 
 /* Length of the valid UTF-8 sequence at p (1-4), or 0 if it is not one. */
-static int utf8_sequence(const unsigned char *p)
+int utf8_sequence_length(const unsigned char *p)
 {
   int n;
   unsigned min;
@@ -289,7 +289,7 @@ void json_write_string(FILE *out, const char *s)
 {
   fputc('"', out);
   for (const unsigned char *p = (const unsigned char *) s; *p;) {
-    int n = utf8_sequence(p);
+    int n = utf8_sequence_length(p);
     if (n == 0) { fputs("\\ufffd", out); ++p; continue; }   /* not UTF-8: replacement char */
     if (n > 1) { fwrite(p, 1, (size_t) n, out); p += n; continue; }
     switch (*p) {

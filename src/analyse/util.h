@@ -77,6 +77,9 @@ int format_thousands(char *buf, size_t cap, int64_t v);
 /* Format v rounded to 2 decimals with thousands separators ("1'234.50"). */
 int format_thousands_2dp(char *buf, size_t cap, double v);
 
+/* Length (1-4) of the valid UTF-8 sequence at p, 0 if p does not start one. */
+int utf8_sequence_length(const unsigned char *p);
+
 /* Write s as a JSON string literal (with quotes). */
 void json_write_string(FILE *out, const char *s);
 
