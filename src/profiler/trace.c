@@ -161,19 +161,8 @@ static int trace_start(void)
   return any ? 0 : -1;
 }
 
-/* Output lock and pool, then the symbol lock: the child must find both free. */
-static void trace_fork_prepare(void)
-{
-  trace_stack_fork_prepare();
-  trace_output_fork_prepare();
-}
-
-static void trace_fork_parent(void)
-{
-  trace_output_fork_parent();
-  trace_stack_fork_parent();
-}
-
+/* The tracer holds no lock across fork (trace_output.c); it only keeps its
+ * stack walks out of the way (trace_stack.c). */
 static void trace_fork_child(void)
 {
   trace_tls.tid = 0;
@@ -184,8 +173,8 @@ static void trace_fork_child(void)
 static struct igprof_module trace_module = {
   .name = "trace",
   .start = trace_start,
-  .fork_prepare = trace_fork_prepare,
-  .fork_parent = trace_fork_parent,
+  .fork_prepare = trace_stack_fork_prepare,
+  .fork_parent = trace_stack_fork_parent,
   .fork_child = trace_fork_child,
   .library_loaded = trace_throw_library_loaded,
 };

@@ -50,6 +50,7 @@ int igprof_trace_configure(void);
 /* Per-thread state of the tracer, initial-exec TLS like the guard. */
 struct trace_thread {
   int inside;  /* a tracer hook is running in this thread: nested calls pass through */
+  int walking; /* inside the fork gate of trace_stack.c */
   pid_t tid;   /* cached gettid(); 0 = not known yet */
 };
 extern __thread struct trace_thread trace_tls __attribute__((tls_model("initial-exec")));
@@ -71,8 +72,6 @@ struct trace_event {
 };
 
 int trace_output_open(void);     /* at start and in a forked child; 0 or -1 */
-void trace_output_fork_prepare(void);
-void trace_output_fork_parent(void);
 void trace_output_fork_child(void);
 
 struct trace_event *trace_event_begin(void); /* NULL if no memory */
@@ -88,12 +87,6 @@ void trace_event_discard(struct trace_event *e);
 /* Stacks and filters (trace_stack.c)                                */
 /* ---------------------------------------------------------------- */
 
-struct trace_stack {
-  uintptr_t *pcs; /* innermost first, call sites (return address - 1) */
-  int depth;
-  int truncated;
-};
-
 /* Look up what the stack printer needs: at start-up (NULL), or in a library
  * just loaded that brought the C++ runtime. */
 void trace_stack_init(const char *library);
@@ -101,18 +94,21 @@ void trace_stack_init(const char *library);
 /* The address range [lo, hi) of the loaded module holding addr ({0, 0} if none). */
 void trace_module_span(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
 
-void trace_stack_fork_prepare(void);
-void trace_stack_fork_parent(void);
 void trace_stack_fork_child(void);
 
-/* Walk from a hook: frame 0 is in the function that called the hooked one. */
-void trace_stack_capture(struct trace_stack *s, void *caller);
+/* Walk the stack from a hook - frame 0 is in the function that called the
+ * hooked one - and resolve every frame (and `extra`, e.g. a destructor, if
+ * not 0) into e's scratch area, for filtering and printing. `in_malloc`:
+ * the event comes from inside libc's allocator (which may hold an arena
+ * lock), so it must not wait for a fork in progress. Returns 0, or -1 if no
+ * stack was taken (a fork was under way, or no memory). */
+int trace_stack_take(struct trace_event *e, void *caller, uintptr_t extra, int in_malloc);
 
-/* Resolve every frame (and optionally one more address, e.g. a destructor)
- * into e's scratch area. Takes the symbol lock; call before filtering and
- * printing. Returns 0, or -1 if the symbols could not be had (frames then
- * print as bare addresses). */
-int trace_stack_resolve(struct trace_event *e, const struct trace_stack *s, uintptr_t extra);
+/* Around fork: no thread may be walking or reading the loader's module
+ * list while the process forks (the child would inherit the loader's lock
+ * held by a thread it does not have). */
+void trace_stack_fork_prepare(void);
+void trace_stack_fork_parent(void);
 
 /* Is the event rejected by a -r filter? `type` is the event's type text
  * (exception type or call name); frames are those resolved into e. */

@@ -81,11 +81,7 @@ static void on_call(const struct igprof_alloc_call *c)
   struct trace_event *e = trace_event_begin();
   if (e) {
     int with_stack = trace_wants_stack(trace_config.stack);
-    if (with_stack) {
-      struct trace_stack s;
-      trace_stack_capture(&s, c->caller);
-      trace_stack_resolve(e, &s, 0);
-    }
+    if (with_stack) trace_stack_take(e, c->caller, 0, 0);
     if (trace_config.nfilters && trace_rejected(e, call_types[c->fn], NULL)) {
       trace_event_discard(e);
     } else {

@@ -53,16 +53,13 @@ static void trace_end(int entered)
   if (entered) igprof_leave();
 }
 
-/* Write one mapping event; `what` is its text up to the " => ...". */
-static void report(void *caller, const char *type, const char *what, int may_demangle)
+/* Write one mapping event; `what` is its text up to the " => ...".
+ * `in_malloc`: made by libc inside a malloc-family call (see trace_begin). */
+static void report(void *caller, const char *type, const char *what, int in_malloc)
 {
   struct trace_event *e = trace_event_begin();
   if (!e) return;
-  if (trace_wants_stack(trace_config.stack)) {
-    struct trace_stack s;
-    trace_stack_capture(&s, caller);
-    trace_stack_resolve(e, &s, 0);
-  }
+  if (trace_wants_stack(trace_config.stack)) trace_stack_take(e, caller, 0, in_malloc);
   if (trace_config.nfilters && trace_rejected(e, type, NULL)) {
     trace_event_discard(e);
     return;
@@ -70,7 +67,7 @@ static void report(void *caller, const char *type, const char *what, int may_dem
   trace_event_printf(e, "%s", what);
   trace_event_identity(e, ", ");
   trace_event_printf(e, "\n");
-  if (trace_config.stack) trace_stack_print(e, may_demangle);
+  if (trace_config.stack) trace_stack_print(e, !in_malloc);
   trace_event_emit(e);
 }
 
@@ -102,7 +99,7 @@ static void *trace_mmap(void *addr, size_t len, int prot, int flags, int fd, off
   size_t n = igprof_format(what, sizeof what, "*** MMAP addr=%p len=%zu prot=0x%x flags=0x%x fd=%d offset=%lld",
                            addr, len, (unsigned) prot, (unsigned) flags, fd, (long long) off);
   result_ptr(what + n, sizeof what - n, r, MAP_FAILED, saved);
-  report(caller, "mmap", what, entered);
+  report(caller, "mmap", what, !entered);
   trace_end(entered);
   errno = saved;
   return r;
@@ -122,7 +119,7 @@ static void *trace_mremap(void *old, size_t old_len, size_t new_len, int flags, 
                            old_len, new_len, (unsigned) flags);
   if (flags & MREMAP_FIXED) n += igprof_format(what + n, sizeof what - n, " new_addr=%p", new_addr);
   result_ptr(what + n, sizeof what - n, r, MAP_FAILED, saved);
-  report(caller, "mremap", what, entered);
+  report(caller, "mremap", what, !entered);
   trace_end(entered);
   errno = saved;
   return r;
@@ -141,7 +138,7 @@ static int trace_munmap(void *addr, size_t len)
   int rc = real_munmap(addr, len);
   int saved = errno;
   result_int(what + n, sizeof what - n, rc, saved);
-  report(caller, "munmap", what, entered);
+  report(caller, "munmap", what, !entered);
   trace_end(entered);
   errno = saved;
   return rc;
@@ -157,7 +154,7 @@ static int trace_brk(void *addr)
   char what[WHAT_SIZE];
   size_t n = igprof_format(what, sizeof what, "*** BRK addr=%p", addr);
   result_int(what + n, sizeof what - n, rc, saved);
-  report(caller, "brk", what, entered);
+  report(caller, "brk", what, !entered);
   trace_end(entered);
   errno = saved;
   return rc;
@@ -173,7 +170,7 @@ static void *trace_sbrk(intptr_t increment)
   char what[WHAT_SIZE];
   size_t n = igprof_format(what, sizeof what, "*** SBRK increment=%lld", (long long) increment);
   result_ptr(what + n, sizeof what - n, r, (void *) -1, saved);
-  report(caller, "sbrk", what, entered);
+  report(caller, "sbrk", what, !entered);
   trace_end(entered);
   errno = saved;
   return r;

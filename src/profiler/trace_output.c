@@ -95,20 +95,14 @@ int trace_output_open(void)
   return 0;
 }
 
-void trace_output_fork_prepare(void)
-{
-  pthread_mutex_lock(&out_lock);
-  while (atomic_flag_test_and_set(&pool_lock)) sched_yield();
-}
-
-void trace_output_fork_parent(void)
-{
-  atomic_flag_clear(&pool_lock);
-  pthread_mutex_unlock(&out_lock);
-}
-
+/* No lock is taken around fork: libc takes its allocator's locks after the
+ * fork handlers, and an event raised inside malloc (holding an arena lock)
+ * needs our locks - a fork handler waiting for them would deadlock. So the
+ * child, alone now, repairs instead: a pool that was being changed at the
+ * fork is dropped (its pages stay unused), the output lock is made anew. */
 void trace_output_fork_child(void)
 {
+  if (atomic_flag_test_and_set(&pool_lock)) pool = NULL;
   atomic_flag_clear(&pool_lock);
   pthread_mutex_init(&out_lock, NULL);
   /* The child writes its own file when the name is per process. */

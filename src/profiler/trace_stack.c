@@ -22,6 +22,7 @@
 
 #include <link.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,7 +51,54 @@ struct resolved {
   struct frame frames[];
 };
 
-void trace_stack_capture(struct trace_stack *s, void *caller)
+struct trace_stack {
+  uintptr_t *pcs; /* innermost first, call sites (return address - 1) */
+  int depth;
+  int truncated;
+};
+
+/* The fork gate. Walking (libunwind) and symbol snapshots call
+ * dl_iterate_phdr, which holds the loader's module-list lock; a child forked
+ * meanwhile inherits that lock held by a thread it does not have, and its
+ * first walk hangs. So walkers register here and fork_prepare waits until
+ * none is inside. No lock: the gate must never be waited for by a thread
+ * that holds one of libc's allocator locks (see trace_output.c). */
+static _Atomic int walkers;
+static _Atomic int fork_pending;
+
+static int gate_enter(int may_wait)
+{
+  for (;;) {
+    if (atomic_load(&fork_pending)) {
+      if (!may_wait) return -1;
+      sched_yield();
+      continue;
+    }
+    atomic_fetch_add(&walkers, 1);
+    if (!atomic_load(&fork_pending)) break;
+    atomic_fetch_sub(&walkers, 1);
+  }
+  trace_tls.walking = 1;
+  return 0;
+}
+
+static void gate_leave(void)
+{
+  trace_tls.walking = 0;
+  atomic_fetch_sub(&walkers, 1);
+}
+
+void trace_stack_fork_prepare(void)
+{
+  atomic_store(&fork_pending, 1);
+  /* A signal handler that forks may have interrupted this very thread's walk. */
+  int self = trace_tls.walking;
+  while (atomic_load(&walkers) > self) sched_yield();
+}
+
+void trace_stack_fork_parent(void) { atomic_store(&fork_pending, 0); }
+
+static void capture(struct trace_stack *s, void *caller)
 {
   s->depth = 0;
   s->truncated = 0;
@@ -149,7 +197,7 @@ static void resolve_one(struct trace_event *e, struct resolved *r, struct symbol
   }
 }
 
-int trace_stack_resolve(struct trace_event *e, const struct trace_stack *s, uintptr_t extra)
+static void resolve(struct trace_event *e, const struct trace_stack *s, uintptr_t extra)
 {
   struct resolved *r = (struct resolved *) e->scratch;
   size_t room = (e->scratch_cap - sizeof *r) / 2 / sizeof(struct frame);
@@ -177,7 +225,16 @@ int trace_stack_resolve(struct trace_event *e, const struct trace_stack *s, uint
   }
   pthread_mutex_unlock(&sym_lock);
   e->resolved = 1;
-  return syms ? 0 : -1;
+}
+
+int trace_stack_take(struct trace_event *e, void *caller, uintptr_t extra, int in_malloc)
+{
+  struct trace_stack s;
+  if (gate_enter(!in_malloc) != 0) return -1;
+  capture(&s, caller);
+  resolve(e, &s, extra);
+  gate_leave();
+  return 0;
 }
 
 static const char *string_at(struct trace_event *e, unsigned at) { return e->scratch + at; }
@@ -230,7 +287,10 @@ void trace_stack_print(struct trace_event *e, int may_demangle)
 {
   struct resolved *r = (struct resolved *) e->scratch;
   char demangled[NAME_MAX_CHARS + 1];
-  if (!e->resolved) return;
+  if (!e->resolved) {
+    trace_event_printf(e, "  ... (no stack: taken while the process forked)\n");
+    return;
+  }
   for (int i = 0; i < r->count; ++i) {
     const struct frame *f = &r->frames[i];
     const char *name = f->has_sym ? string_at(e, f->name_at) : NULL;
@@ -249,6 +309,15 @@ void trace_stack_print(struct trace_event *e, int may_demangle)
   if (r->truncated) trace_event_printf(e, "  ... (stack deeper than %d frames)\n", r->count);
 }
 
-void trace_stack_fork_prepare(void) { pthread_mutex_lock(&sym_lock); }
-void trace_stack_fork_parent(void) { pthread_mutex_unlock(&sym_lock); }
-void trace_stack_fork_child(void) { pthread_mutex_init(&sym_lock, NULL); }
+/* In a forked child (see trace_output_fork_child for why no lock is held
+ * across fork): a snapshot another thread was replacing is dropped. */
+void trace_stack_fork_child(void)
+{
+  atomic_store(&walkers, trace_tls.walking);
+  atomic_store(&fork_pending, 0);
+  if (pthread_mutex_trylock(&sym_lock) != 0) {
+    sym_snapshot = NULL;
+    sym_scratch.head = NULL;
+  }
+  pthread_mutex_init(&sym_lock, NULL);
+}

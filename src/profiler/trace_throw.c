@@ -56,9 +56,7 @@ static void report(const char *what, void *obj, struct cxx_type_info *tinfo, voi
   if (trace_config.demangle) trace_demangle(mangled, type, sizeof type);
   else igprof_format(type, sizeof type, "%s", mangled);
 
-  struct trace_stack s;
-  trace_stack_capture(&s, caller);
-  trace_stack_resolve(e, &s, (uintptr_t) dest);
+  trace_stack_take(e, caller, (uintptr_t) dest, 0);
   if (trace_config.nfilters && trace_rejected(e, type, mangled)) {
     trace_event_discard(e);
     return;

@@ -80,7 +80,8 @@ def parse(text, strict=True):
         if EVENT_RE.match(line) or THROW_RE.match(line):
             events.append(Event(line))
         elif events and (FRAME_RE.match(line) or TYPE_RE.match(line) or DTOR_RE.match(line)
-                         or line == ' Stack:' or line.startswith('  ... (stack deeper than')):
+                         or line == ' Stack:' or line.startswith('  ... (stack deeper than')
+                         or line == '  ... (no stack: taken while the process forked)'):
             events[-1].lines.append(line)
         elif strict:
             check(False, f'line outside the trace grammar: {line!r}')
@@ -250,6 +251,26 @@ def scenario_fork(a):
         eq(who(1111), [(parent, parent)], f'{mode}: MALLOC 1111')
         eq(who(2222), [(child, child)], f'{mode}: MALLOC 2222')
         eq(who(3333), [(parent, parent)], f'{mode}: MALLOC 3333')
+
+
+def scenario_fork_threads(a):
+    """fork while other threads trace with stacks: no child hangs, each child's line is there."""
+    out = os.path.join(a.tmp, 'forkstress.trace')
+    for opts in (['-tm', '-tmm', '--stack', '-D'], ['-tm', '-tmm']):
+        try:
+            r = subprocess.run([a.igtrace] + opts + ['-o', out, os.path.join(a.progs, 'forkstress')],
+                               capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            check(False, f'{opts}: forkstress hung')
+            continue
+        eq((r.returncode, r.stdout), (0, 'children 100\n'), f'{opts}: status and output')
+        events = parse(open(out).read())
+        children = {e.pid for e in events if e.head.startswith('*** MALLOC 7777 bytes')}
+        eq(len(children), 100, f'{opts}: children with their MALLOC 7777 line')
+        if '--stack' in opts:
+            lines = [e for e in events if e.head.startswith('*** MALLOC 7777 bytes')]
+            eq(sum(1 for e in lines if e.frames() and e.frames()[0].group('sym') == 'main'), 100,
+               f'{opts}: stacks of the children\'s MALLOC 7777')
 
 
 def throw_summary(events):
