@@ -177,7 +177,8 @@ static enum hook_status scan_branches(uintptr_t fn, size_t size, size_t window, 
 {
   struct branch_scan s = {fn, window, m};
   if (scan_code(fn, size > window ? size : window, &s) ||
-      hook_unwind_each(fn - NEIGHBOURHOOD, fn + size + NEIGHBOURHOOD, scan_neighbour, &s) > 0)
+      hook_unwind_each(fn, fn > NEIGHBOURHOOD ? fn - NEIGHBOURHOOD : 0, fn + size + NEIGHBOURHOOD,
+                       scan_neighbour, &s) > 0)
     return HOOK_ERR_BRANCH_INTO_PATCH;
   return HOOK_OK;
 }

@@ -22,10 +22,10 @@ size_t hook_function_size(uintptr_t addr);
  * PT_GNU_EH_FRAME search table. Returns 0 or -1. */
 int hook_unwind_extent(uintptr_t addr, uintptr_t *start, size_t *size);
 
-/* Calls fn for every function the unwind table of lo's module describes that
- * overlaps [lo, hi), in address order, until fn returns non-zero (that value
- * is returned). Returns -1 if the module has no usable table. */
-int hook_unwind_each(uintptr_t lo, uintptr_t hi,
+/* Calls fn for every function the unwind table of anchor's module describes
+ * that overlaps [lo, hi), in address order, until fn returns non-zero (that
+ * value is returned). Returns -1 if the module has no usable table. */
+int hook_unwind_each(uintptr_t anchor, uintptr_t lo, uintptr_t hi,
                      int (*fn)(uintptr_t start, size_t size, void *arg), void *arg);
 
 #endif

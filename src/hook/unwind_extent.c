@@ -252,11 +252,11 @@ int hook_unwind_extent(uintptr_t addr, uintptr_t *start, size_t *size)
   return 0;
 }
 
-int hook_unwind_each(uintptr_t lo, uintptr_t hi,
+int hook_unwind_each(uintptr_t anchor, uintptr_t lo, uintptr_t hi,
                      int (*fn)(uintptr_t start, size_t size, void *arg), void *arg)
 {
   struct fde_table t;
-  if (module_table(lo, &t) != 0)
+  if (module_table(anchor, &t) != 0)
     return -1;
   for (uint64_t i = entry_below(&t, lo); i < t.count && entry_location(&t, i) < hi; i++) {
     uintptr_t begin;
