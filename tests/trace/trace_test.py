@@ -240,6 +240,12 @@ def scenario_fork(a):
         else:
             eq(sorted(glob.glob(out + '.*')), sorted([f'{out}.{parent}', f'{out}.{child}']), 'per-pid files')
             texts = {p: open(f'{out}.{p}').read() for p in (parent, child) if os.path.exists(f'{out}.{p}')}
+        if mode == 'perpid':
+            # A relative -o is the launcher's directory for every process, wherever it runs.
+            rr = run([a.igtrace, '-tm', '-o', 'rel.%p', 'sh', '-c', 'cd / && ' + os.path.join(a.progs, 'forks')])
+            m2 = re.match(r'parent (\d+) child (\d+) status 0', rr.stdout)
+            check(m2 is not None and os.path.exists(f'rel.{m2.group(1)}') and os.path.exists(f'rel.{m2.group(2)}'),
+                  f'relative -o after cd: {sorted(glob.glob("rel.*"))}')
         for owner, text in texts.items():
             for e in parse(text):
                 if owner is not None:
