@@ -36,7 +36,10 @@ static int nchunks;
 static pid_t owner_pid;
 static int refuse_near;
 
+static int single_view;
+
 void tramp_pool_refuse_near(int refuse) { refuse_near = refuse; }
+void tramp_pool_single_view(int single) { single_view = single; }
 
 int tramp_pool_contains(uintptr_t addr)
 {
@@ -120,7 +123,7 @@ static void *map_at(uintptr_t hint, int prot, int flags, int fd)
 
 static int new_chunk(uintptr_t hint, struct chunk *c)
 {
-  int fd = (int)memfd_create("igprof-trampolines", MFD_CLOEXEC);
+  int fd = single_view ? -1 : (int)memfd_create("igprof-trampolines", MFD_CLOEXEC);
   if (fd >= 0) {
     /* The executable view first: the writable one, placed anywhere, could
      * otherwise take the very gap chosen for it. */

@@ -40,6 +40,10 @@ void tramp_commit(struct tramp_block *block, size_t used);
  * beyond near reach. */
 void tramp_pool_refuse_near(int refuse);
 
+/* Tests only: while set, new chunks are made as if memfd_create failed (one
+ * private mapping switched between writable and executable). */
+void tramp_pool_single_view(int single);
+
 /* Non-zero if addr lies in the executable view of a trampoline chunk. */
 int tramp_pool_contains(uintptr_t addr);
 
