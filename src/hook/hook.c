@@ -51,20 +51,19 @@ const char *hook_status_str(enum hook_status status)
   return status_names[status];
 }
 
-/* One installer at a time. The lock records its holder's pid: a child forked
- * while another thread was installing inherits a held lock that nobody will
- * release, and takes it over. */
+/* One installer at a time. The lock records its holder's pid (threads share
+ * it): a value other than ours can only have come through fork, from a
+ * thread of the parent that was installing at that moment and does not exist
+ * here, so the child takes the lock over. */
 static _Atomic pid_t install_lock;
 
 static void lock_install(void)
 {
   pid_t self = getpid(), expected = 0;
   while (!atomic_compare_exchange_weak(&install_lock, &expected, self)) {
-    if (expected != 0 && expected != self && getppid() == expected) {
-      /* held by our parent at fork time: stale in this process */
-      if (atomic_compare_exchange_strong(&install_lock, &expected, self))
-        return;
-    }
+    if (expected != 0 && expected != self &&
+        atomic_compare_exchange_strong(&install_lock, &expected, self))
+      return;
     expected = 0;
     sched_yield();
   }
