@@ -185,6 +185,7 @@ struct igprof_node {
   uintptr_t pc;                             /* call site, or IGPROF_PC_TRUNCATED */
   struct igprof_node *parent;
   struct igprof_node *sibling;              /* immutable once published */
+  struct igprof_node *hash_next;            /* chain in the (parent, pc) index; immutable once published */
   _Atomic(struct igprof_node *) children;
   _Atomic(struct igprof_counter_value *) counters; /* NULL until first tick */
   void *dump_link;                          /* owned by the dump writer */

@@ -93,25 +93,61 @@ void igprof_counter_release(struct igprof_node *n, int id, int64_t ticks, int64_
   atomic_fetch_sub_explicit(&c->value, amount, memory_order_relaxed);
 }
 
-/* Find or create parent's child for pc. */
+/* The (parent, pc) -> node index. Sibling lists alone made a lookup scan
+ * every child of a busy node (a compiler's allocation sites number in the
+ * hundreds under one caller); a hash of lock-free chains keeps it to a few
+ * compares. 2^18 buckets of 8 bytes, mmap'd on first use and touched only
+ * where nodes land, so a small process pays a few pages. */
+#define INDEX_BITS 18
+
+static _Atomic(struct igprof_node *) *_Atomic index_buckets;
+
+static _Atomic(struct igprof_node *) *index_get(void)
+{
+  _Atomic(struct igprof_node *) *b = atomic_load_explicit(&index_buckets, memory_order_acquire);
+  if (IGPROF_LIKELY(b)) return b;
+  size_t bytes = sizeof *b << INDEX_BITS;
+  _Atomic(struct igprof_node *) *fresh = igprof_pages_alloc(bytes);
+  if (!fresh) return NULL;
+  if (atomic_compare_exchange_strong(&index_buckets, &b, fresh)) return fresh;
+  igprof_pages_free(fresh, bytes);
+  return b;
+}
+
+static inline size_t index_slot(const struct igprof_node *parent, uintptr_t pc)
+{
+  uint64_t h = (uint64_t) (uintptr_t) parent * 0x9e3779b97f4a7c15ull ^ (uint64_t) pc * 0xc2b2ae3d27d4eb4full;
+  return (size_t) (h >> (64 - INDEX_BITS));
+}
+
+/* Find or create parent's child for pc. The index chain decides who
+ * creates a node; the winner then links it into the parent's child list
+ * (which only the dump and the fork reset walk). */
 static struct igprof_node *child(struct igprof_node *parent, uintptr_t pc)
 {
-  struct igprof_node *head = atomic_load_explicit(&parent->children, memory_order_acquire);
-  for (struct igprof_node *c = head; c; c = c->sibling)
-    if (c->pc == pc) return c;
+  _Atomic(struct igprof_node *) *buckets = index_get();
+  if (!buckets) return NULL;
+  _Atomic(struct igprof_node *) *bucket = &buckets[index_slot(parent, pc)];
+  struct igprof_node *head = atomic_load_explicit(bucket, memory_order_acquire);
+  for (struct igprof_node *c = head; c; c = c->hash_next)
+    if (c->pc == pc && c->parent == parent) return c;
   struct igprof_node *fresh = igprof_arena_alloc(sizeof *fresh);
   if (!fresh) return NULL;
   fresh->pc = pc;
   fresh->parent = parent;
   for (;;) {
-    fresh->sibling = head;
-    if (atomic_compare_exchange_weak_explicit(&parent->children, &head, fresh, memory_order_release,
-                                              memory_order_acquire))
-      return fresh;
+    fresh->hash_next = head;
+    if (atomic_compare_exchange_weak_explicit(bucket, &head, fresh, memory_order_release, memory_order_acquire))
+      break;
     /* Someone else inserted: only the part ahead of our old head is new. */
-    for (struct igprof_node *c = head; c && c != fresh->sibling; c = c->sibling)
-      if (c->pc == pc) return c; /* our fresh node is abandoned in the arena */
+    for (struct igprof_node *c = head; c && c != fresh->hash_next; c = c->hash_next)
+      if (c->pc == pc && c->parent == parent) return c; /* fresh is abandoned in the arena */
   }
+  struct igprof_node *first = atomic_load_explicit(&parent->children, memory_order_acquire);
+  do fresh->sibling = first;
+  while (!atomic_compare_exchange_weak_explicit(&parent->children, &first, fresh, memory_order_release,
+                                                memory_order_acquire));
+  return fresh;
 }
 
 struct igprof_node *igprof_tree_push(const uintptr_t *pcs, int n, int truncated)
