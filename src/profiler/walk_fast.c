@@ -6,10 +6,8 @@
  *    atomic pointer. Rebuilt outside signal context; snapshots and tables are
  *    never unmapped once published, so a reader holding an old pointer is
  *    always safe (a table is kept for reuse when its file is loaded again);
- *  - the PC cache: a direct-mapped table of (pc, generation) → recipe with a
- *    per-entry sequence word, so readers and writers on any thread or signal
- *    handler never wait: a reader that races a writer sees a miss, a writer
- *    that races a writer skips the store;
+ *  - the PC cache (walk_fast_cache.h): a direct-mapped table of 64-bit words
+ *    each holding a PC and its compressed recipe, read with one atomic load;
  *  - the walk loop: recipes step most frames with two loads; a frame they
  *    cannot describe is stepped by libunwind from a context built from the
  *    tracked registers, and the loop continues with recipes afterwards.
@@ -31,6 +29,7 @@
 
 #include "../arch/frame.h"
 #include "eh_frame.h"
+#include "walk_fast_cache.h"
 
 #define IE_TLS __thread __attribute__((tls_model("initial-exec")))
 
@@ -80,59 +79,16 @@ struct fast_module {
 };
 
 struct module_snapshot {
-  uint64_t generation;
   int count;
   struct fast_module modules[];
 };
 
 static _Atomic(struct module_snapshot *) current_snapshot;
 static pthread_mutex_t rebuild_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t next_generation = 1;
 
-/* ---- PC cache ------------------------------------------------------------ */
+/* ---- PC cache (walk_fast_cache.h) ---------------------------------------- */
 
-#define CACHE_BITS 14
-
-struct cache_entry {
-  _Atomic uint64_t seq; /* odd while a writer fills the entry */
-  _Atomic uint64_t pc;
-  _Atomic uint64_t generation;
-  _Atomic uint64_t recipe;
-};
-
-static struct cache_entry pc_cache[1u << CACHE_BITS];
-
-static inline struct cache_entry *cache_slot(uintptr_t pc) {
-  return &pc_cache[(pc * 0x9e3779b97f4a7c15ull) >> (64 - CACHE_BITS)];
-}
-
-static inline int cache_get(uintptr_t pc, uint64_t gen, uint64_t *recipe) {
-  struct cache_entry *e = cache_slot(pc);
-  uint64_t s1 = atomic_load_explicit(&e->seq, memory_order_acquire);
-  if (s1 & 1)
-    return 0;
-  uint64_t epc = atomic_load_explicit(&e->pc, memory_order_relaxed);
-  uint64_t egen = atomic_load_explicit(&e->generation, memory_order_relaxed);
-  uint64_t rc = atomic_load_explicit(&e->recipe, memory_order_relaxed);
-  atomic_thread_fence(memory_order_acquire);
-  if (atomic_load_explicit(&e->seq, memory_order_relaxed) != s1 || epc != pc || egen != gen)
-    return 0;
-  *recipe = rc;
-  return 1;
-}
-
-static inline void cache_put(uintptr_t pc, uint64_t gen, uint64_t recipe) {
-  struct cache_entry *e = cache_slot(pc);
-  uint64_t s = atomic_load_explicit(&e->seq, memory_order_relaxed);
-  if ((s & 1) || !atomic_compare_exchange_strong_explicit(&e->seq, &s, s + 1,
-                                                          memory_order_acquire,
-                                                          memory_order_relaxed))
-    return; /* someone else is writing: skip, never wait */
-  atomic_store_explicit(&e->pc, pc, memory_order_relaxed);
-  atomic_store_explicit(&e->generation, gen, memory_order_relaxed);
-  atomic_store_explicit(&e->recipe, recipe, memory_order_relaxed);
-  atomic_store_explicit(&e->seq, s + 2, memory_order_release);
-}
+static _Atomic uint64_t pc_cache[PC_CACHE_SIZE];
 
 /* ---- per-thread state ---------------------------------------------------- */
 
@@ -283,13 +239,15 @@ static void rebuild(void) {
     struct module_snapshot *s =
         forever_alloc(sizeof *s + (size_t)b.count * sizeof(struct fast_module));
     if (s) {
-      s->generation = next_generation++;
       s->count = b.count;
       if (b.count)
         memcpy(s->modules, b.modules, (size_t)b.count * sizeof *b.modules);
       /* The old snapshot stays mapped: a walk in another thread or a signal
-       * handler may still be reading it. */
-      atomic_store_explicit(&current_snapshot, s, memory_order_release);
+       * handler may still be reading it. Publish first, then clear the
+       * cache: a recipe cached from the old snapshot after the clear is
+       * retracted by its writer (recipe_for). */
+      atomic_store_explicit(&current_snapshot, s, memory_order_seq_cst);
+      cache_clear(pc_cache);
     }
   }
   if (b.modules)
@@ -340,10 +298,10 @@ static const struct fast_module *module_of(const struct module_snapshot *s, uint
 /* Recipe for the instruction at `pc`; *known says whether pc lies in a
  * module's code (so its memory is mapped). */
 static struct frame_recipe recipe_for(const struct module_snapshot *s, uintptr_t pc, int *known) {
-  uint64_t packed;
-  if (cache_get(pc, s->generation, &packed)) {
+  uint32_t bits;
+  if (cache_get(pc_cache, pc, &bits)) {
     *known = 1;
-    return frame_recipe_unpack(packed);
+    return recipe_expand(bits);
   }
   thread_stats.cache_misses++;
   const struct fast_module *m = module_of(s, pc);
@@ -352,7 +310,11 @@ static struct frame_recipe recipe_for(const struct module_snapshot *s, uintptr_t
   if (!m)
     return none; /* not cached: JIT code may appear without a module change */
   struct frame_recipe rc = eh_frame_lookup(&m->record->table, pc - m->bias);
-  cache_put(pc, s->generation, frame_recipe_pack(rc));
+  if (recipe_compress(rc, &bits)) {
+    uint64_t stored = cache_put(pc_cache, pc, bits);
+    if (stored && atomic_load_explicit(&current_snapshot, memory_order_seq_cst) != s)
+      cache_retract(pc_cache, pc, stored);
+  }
   return rc;
 }
 
@@ -462,7 +424,9 @@ static enum step unwinder_step(struct walk *w, struct frame_recipe rc, int known
   return STEP_OK;
 }
 
-static enum step step(struct walk *w, const struct module_snapshot *s) {
+/* The general step: any recipe, libunwind for what recipes cannot do. */
+__attribute__((noinline)) static enum step step_slow(struct walk *w,
+                                                     const struct module_snapshot *s) {
   int known;
   uintptr_t lookup_pc = w->exact ? w->regs.pc : w->regs.pc - 1;
   struct frame_recipe rc = recipe_for(s, lookup_pc, &known);
@@ -489,6 +453,78 @@ static enum step step(struct walk *w, const struct module_snapshot *s) {
   if (result == STEP_OK && w->regs.pc == 0)
     return STEP_END; /* a null return address ends the chain, as in libunwind */
   return result;
+}
+
+/* The common case, inlined into the walk loop: a cached recipe that steps
+ * with SP/FP arithmetic and two stack loads. Anything else goes through
+ * step_slow, which starts over from the unchanged registers. */
+static inline __attribute__((always_inline)) enum step step(struct walk *w,
+                                                           const struct module_snapshot *s,
+                                                           uint64_t *fast_frames) {
+  uint32_t bits;
+  if (__builtin_expect(cache_get(pc_cache, w->regs.pc - (w->exact ? 0 : 1), &bits), 1) &&
+      frame_step(&w->regs, recipe_expand(bits), w->stack.lo, w->stack.hi) == FRAME_STEP_OK) {
+    ++*fast_frames;
+    w->exact = 0;
+    w->frame++;
+    return w->regs.pc ? STEP_OK : STEP_END; /* a null return address ends the chain */
+  }
+  return step_slow(w, s);
+}
+
+enum run_end { RUN_SLOW, RUN_END, RUN_FULL };
+
+/* The hot loop: step and record caller after caller while each return
+ * address has a cached, compressed SP/FP recipe, with the registers in
+ * locals. Stops at the first frame that needs step_slow (leaving the walk
+ * on that frame, already recorded), at the end of the stack, or when `max`
+ * frames are recorded and another one exists. Precondition: !w->exact. */
+static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *w, uintptr_t *pcs,
+                                                                  int *n_io, int max) {
+  uintptr_t pc = w->regs.pc, sp = w->regs.sp, fp = w->regs.fp;
+  const uintptr_t lo = w->stack.lo, top = w->stack.hi - sizeof(uintptr_t);
+  int n = *n_io;
+  enum run_end end;
+  for (;;) {
+    uint32_t bits;
+    if (!cache_get(pc_cache, pc - 1, &bits) || (bits & RC_OTHER)) {
+      end = RUN_SLOW;
+      break;
+    }
+    uintptr_t cfa = ((bits & RC_FP_BASE) ? fp : sp) + (((bits >> 4) & 1023) << 3);
+    uintptr_t ra_at = cfa - sizeof(uintptr_t);
+    if (cfa <= sp || ra_at < lo || ra_at > top) {
+      end = RUN_SLOW; /* step_slow decides: bad stack or not */
+      break;
+    }
+    uintptr_t next_fp = fp;
+    if (bits & RC_FP_SAVED) {
+      uintptr_t fp_at = cfa - ((bits & 15) << 3);
+      if (fp_at < lo) {
+        end = RUN_SLOW;
+        break;
+      }
+      next_fp = *(const uintptr_t *)fp_at;
+    }
+    uintptr_t next_pc = *(const uintptr_t *)ra_at;
+    if (next_pc == 0) {
+      end = RUN_END; /* a null return address ends the chain, as in libunwind */
+      break;
+    }
+    if (n == max) {
+      end = RUN_FULL;
+      break;
+    }
+    pc = next_pc;
+    sp = cfa;
+    fp = next_fp;
+    pcs[n++] = pc - 1;
+  }
+  thread_stats.frames_fast += (uint64_t)(n - *n_io);
+  w->frame += n - *n_io;
+  w->regs = (struct frame_regs){pc, sp, fp};
+  *n_io = n;
+  return end;
 }
 
 /* Whole walk by libunwind, for a thread whose stack bounds are unknown. */
@@ -557,19 +593,33 @@ static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_unti
     return 1;
   }
   int n = 0, skipped = 0;
+  uint64_t fast_frames = 0;
   if (skip_until) {
     while (w->regs.pc != skip_until || w->exact) {
-      if (++skipped > HOOK_SKIP_LIMIT || step(w, s) != STEP_OK) {
-        pcs[0] = skip_until - 1; /* lost our own frames: keep the caller at least */
-        if (truncated)
-          *truncated = 1;
+      if (++skipped > HOOK_SKIP_LIMIT || step(w, s, &fast_frames) != STEP_OK) {
+        /* Our own frames could not be walked: keep the one frame known for
+         * certain, as the libunwind method does. */
+        thread_stats.frames_fast += fast_frames;
+        thread_stats.walks_cut++;
+        pcs[0] = skip_until - 1;
         return 1;
       }
     }
   }
+  thread_stats.frames_fast += fast_frames;
+  pcs[n++] = w->exact ? w->regs.pc : w->regs.pc - 1;
   for (;;) {
-    pcs[n++] = w->exact ? w->regs.pc : w->regs.pc - 1;
-    enum step r = step(w, s);
+    if (!w->exact) {
+      enum run_end end = fast_run(w, pcs, &n, max);
+      if (end == RUN_END)
+        break;
+      if (end == RUN_FULL) {
+        if (truncated)
+          *truncated = 1;
+        break;
+      }
+    }
+    enum step r = step_slow(w, s);
     if (r != STEP_OK) {
       if (r == STEP_CUT)
         thread_stats.walks_cut++;
@@ -580,6 +630,7 @@ static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_unti
         *truncated = 1;
       break;
     }
+    pcs[n++] = w->exact ? w->regs.pc : w->regs.pc - 1;
   }
   return n;
 }

@@ -1,0 +1,118 @@
+/* Nanoseconds per captured stack: the fast walker (as a memory hook calls
+ * it) vs libunwind's unw_backtrace vs glibc's backtrace(), on the same
+ * stacks, at several depths. Each figure is the median of REPS timed batches
+ * of CALLS captures (thread CPU time), methods interleaved; the frames each method returned are printed so the
+ * stacks are seen to be the same size.
+ *
+ * usage: walk_bench [DEPTH...]   (default 10 30 100)
+ */
+#define _GNU_SOURCE
+#include <execinfo.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "walk_fast.h"
+
+#define MAX_FRAMES 256
+#define CALLS 20000
+#define REPS 9
+
+enum method { FAST, UNW_BACKTRACE, GLIBC_BACKTRACE, NMETHODS };
+
+static double now_ns(void) {
+  struct timespec ts;
+  /* CPU time of this thread: the machine is shared, and wall time would
+   * count the moments another process had the core. */
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+struct result {
+  double ns[NMETHODS];
+  int frames[NMETHODS];
+};
+
+/* Stands where a malloc hook would: captures the stack of its caller. */
+__attribute__((noinline)) static int capture(enum method m) {
+  static uintptr_t pcs[MAX_FRAMES];
+  void *buf[MAX_FRAMES];
+  int truncated;
+  switch (m) {
+  case FAST:
+    return igprof_walk_fast_from_hook(pcs, MAX_FRAMES, __builtin_return_address(0), &truncated);
+  case UNW_BACKTRACE: return unw_backtrace(buf, MAX_FRAMES);
+  case GLIBC_BACKTRACE: return backtrace(buf, MAX_FRAMES);
+  default: return 0;
+  }
+}
+
+/* Methods alternate batch by batch, so a change in machine load hits all
+ * of them alike; each figure is the median batch. */
+__attribute__((noinline)) static void measure(struct result *r) {
+  double batch[NMETHODS][REPS];
+  for (int m = 0; m < NMETHODS; m++)
+    r->frames[m] = capture((enum method)m); /* warm caches and lazy binding */
+  for (int rep = 0; rep < REPS; rep++) {
+    for (int m = 0; m < NMETHODS; m++) {
+      double t0 = now_ns();
+      for (int i = 0; i < CALLS; i++)
+        capture((enum method)m);
+      batch[m][rep] = (now_ns() - t0) / CALLS;
+    }
+  }
+  for (int m = 0; m < NMETHODS; m++) {
+    qsort(batch[m], REPS, sizeof batch[m][0], cmp_double);
+    r->ns[m] = batch[m][REPS / 2];
+  }
+}
+
+/* Recursion with a frame that the optimiser cannot fold away. */
+__attribute__((noinline)) static int descend(int n, struct result *r) {
+  volatile int pad = n;
+  if (n <= 0) {
+    measure(r);
+    return 0;
+  }
+  int x = descend(n - 1, r);
+  return x + pad;
+}
+
+int main(int argc, char **argv) {
+  int depths_default[] = {10, 30, 100};
+  int ndepths = argc > 1 ? argc - 1 : 3;
+  igprof_walk_fast_init();
+  printf("| stack depth (frames) | fast walker ns | unw_backtrace ns | glibc backtrace ns | "
+         "unw_backtrace / fast | backtrace / fast |\n");
+  printf("|---|---|---|---|---|---|\n");
+  for (int i = 0; i < ndepths; i++) {
+    int depth = argc > 1 ? atoi(argv[i + 1]) : depths_default[i];
+    if (depth < 4 || depth > MAX_FRAMES - 8) {
+      fprintf(stderr, "walk_bench: depth %d out of range 4..%d\n", depth, MAX_FRAMES - 8);
+      return 2;
+    }
+    struct result r;
+    /* main, __libc_start_call_main, __libc_start_main, _start, measure and
+     * capture's caller make up the rest of the requested depth. */
+    descend(depth - 5, &r);
+    printf("| %d (fast %d, unw %d, glibc %d) | %.0f | %.0f | %.0f | %.1fx | %.1fx |\n", depth,
+           r.frames[FAST], r.frames[UNW_BACKTRACE], r.frames[GLIBC_BACKTRACE], r.ns[FAST],
+           r.ns[UNW_BACKTRACE], r.ns[GLIBC_BACKTRACE], r.ns[UNW_BACKTRACE] / r.ns[FAST],
+           r.ns[GLIBC_BACKTRACE] / r.ns[FAST]);
+  }
+  struct walk_fast_stats st;
+  igprof_walk_fast_stats(&st);
+  printf("\nfast walker: %lu walks, %lu recipe steps, %lu libunwind steps, %lu PC-cache misses\n",
+         (unsigned long)st.walks, (unsigned long)st.frames_fast,
+         (unsigned long)st.frames_unwinder, (unsigned long)st.cache_misses);
+  return 0;
+}
