@@ -235,6 +235,8 @@ int main(int argc, char **argv)
     if (o.diff) flat_build(&base_flat, &base, &st);
     tree_subtract(&tree, &base);
   }
+  tree_freeze(&tree);
+  if (o.baseline) tree_free(&base);
   if (o.read.verbose) fprintf(stderr, "igprof-analyse: %zu tree nodes, %zu symbols\n", tree.count, st.names.count);
   tree_accumulate(&tree);
   flat_build(&flat, &tree, &st);

@@ -1,5 +1,6 @@
 #include "profile.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,6 +118,13 @@ static uint64_t node_key_hash(uint32_t parent, uint32_t sym)
   return hash_u64(((uint64_t) parent << 32) | sym);
 }
 
+static struct tree_slot *slots_new(size_t n)
+{
+  struct tree_slot *s = xmalloc(n * sizeof(*s));
+  for (size_t i = 0; i < n; ++i) s[i].node = NO_NODE;
+  return s;
+}
+
 static uint32_t tree_new_node(struct call_tree *t, uint32_t parent, uint32_t sym)
 {
   if (t->count >= UINT32_MAX - 1) fatal("call tree too large");
@@ -128,7 +136,6 @@ static uint32_t tree_new_node(struct call_tree *t, uint32_t parent, uint32_t sym
   n->sym = sym;
   n->first_child = NO_NODE;
   n->next_sibling = NO_NODE;
-  n->hash_next = NO_NODE;
   if (parent != NO_NODE) {
     n->depth = t->nodes[parent].depth + 1;
     n->next_sibling = t->nodes[parent].first_child;
@@ -141,44 +148,50 @@ void tree_init(struct call_tree *t, uint32_t root_sym, int is_max)
 {
   memset(t, 0, sizeof(*t));
   t->is_max = is_max;
-  t->nbuckets = 1024;
-  t->buckets = xmalloc(t->nbuckets * sizeof(*t->buckets));
-  memset(t->buckets, 0xff, t->nbuckets * sizeof(*t->buckets));
+  t->nslots = 1024;
+  t->slots = slots_new(t->nslots);
   tree_new_node(t, NO_NODE, root_sym);
 }
 
 void tree_free(struct call_tree *t)
 {
   free(t->nodes);
-  free(t->buckets);
+  free(t->slots);
   memset(t, 0, sizeof(*t));
 }
 
 static void tree_rehash(struct call_tree *t)
 {
-  size_t n = t->nbuckets * 2;
-  free(t->buckets);
-  t->buckets = xmalloc(n * sizeof(*t->buckets));
-  memset(t->buckets, 0xff, n * sizeof(*t->buckets));
-  t->nbuckets = n;
-  for (uint32_t id = 1; id < t->count; ++id) {
-    struct tree_node *node = &t->nodes[id];
-    size_t b = node_key_hash(node->parent, node->sym) & (n - 1);
-    node->hash_next = t->buckets[b];
-    t->buckets[b] = id;
+  size_t n = t->nslots * 2;
+  struct tree_slot *slots = slots_new(n);
+  for (size_t i = 0; i < t->nslots; ++i) {
+    if (t->slots[i].node == NO_NODE) continue;
+    size_t j = node_key_hash(t->slots[i].parent, t->slots[i].sym) & (n - 1);
+    while (slots[j].node != NO_NODE) j = (j + 1) & (n - 1);
+    slots[j] = t->slots[i];
   }
+  free(t->slots);
+  t->slots = slots;
+  t->nslots = n;
 }
 
 uint32_t tree_child(struct call_tree *t, uint32_t parent, uint32_t sym)
 {
-  size_t b = node_key_hash(parent, sym) & (t->nbuckets - 1);
-  for (uint32_t id = t->buckets[b]; id != NO_NODE; id = t->nodes[id].hash_next)
-    if (t->nodes[id].parent == parent && t->nodes[id].sym == sym) return id;
+  assert(t->slots);
+  size_t mask = t->nslots - 1, i = node_key_hash(parent, sym) & mask;
+  for (; t->slots[i].node != NO_NODE; i = (i + 1) & mask)
+    if (t->slots[i].parent == parent && t->slots[i].sym == sym) return t->slots[i].node;
   uint32_t id = tree_new_node(t, parent, sym);
-  t->nodes[id].hash_next = t->buckets[b];
-  t->buckets[b] = id;
-  if (t->count > t->nbuckets) tree_rehash(t);
+  t->slots[i] = (struct tree_slot) { parent, sym, id };
+  if (t->count * 2 > t->nslots) tree_rehash(t);
   return id;
+}
+
+void tree_freeze(struct call_tree *t)
+{
+  free(t->slots);
+  t->slots = NULL;
+  t->nslots = 0;
 }
 
 void tree_add(struct call_tree *t, uint32_t node, int64_t value, int64_t ticks)

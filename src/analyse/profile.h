@@ -42,18 +42,20 @@ const char *symtab_display(struct symtab *st, uint32_t sym);
 const char *symtab_file_display(const struct symtab *st, uint32_t sym);
 
 struct tree_node {
-  uint32_t parent, first_child, next_sibling, hash_next;
+  uint32_t parent, first_child, next_sibling;
   uint32_t sym;
   uint32_t depth;          /* root = 0 */
   int64_t cnt, freq;       /* self value and ticks of the report counter */
   int64_t ccnt, cfreq;     /* cumulative, filled by tree_accumulate */
 };
 
+struct tree_slot { uint32_t parent, sym, node; };   /* node == NO_NODE: empty */
+
 struct call_tree {
   struct tree_node *nodes;
   size_t count, cap;
-  uint32_t *buckets;       /* hash (parent, sym) -> first node, chained by hash_next */
-  size_t nbuckets;
+  struct tree_slot *slots; /* open addressing (parent, sym) -> node: one cache miss per lookup */
+  size_t nslots;
   int is_max;              /* values combine with max instead of + (*_MAX counters) */
 };
 
@@ -61,6 +63,9 @@ void tree_init(struct call_tree *t, uint32_t root_sym, int is_max);
 void tree_free(struct call_tree *t);
 /* The child of `parent` for `sym`, created if missing. */
 uint32_t tree_child(struct call_tree *t, uint32_t parent, uint32_t sym);
+/* Drop the lookup table once no more nodes will be added (saves memory for
+ * the report phase); tree_child must not be called afterwards. */
+void tree_freeze(struct call_tree *t);
 /* Add a value/ticks pair to a node's self counts. */
 void tree_add(struct call_tree *t, uint32_t node, int64_t value, int64_t ticks);
 /* Fill ccnt/cfreq bottom-up. */
