@@ -25,7 +25,9 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -35,6 +37,7 @@
 #define HIGH_FD 900
 
 static int out_fd = -1;
+static int out_is_pipe; /* a pipe or socket: a gone reader means EPIPE and SIGPIPE */
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct trace_event *pool;
@@ -91,6 +94,8 @@ int trace_output_open(void)
   }
   if (out_fd >= 0) close(out_fd);
   out_fd = high;
+  struct stat st;
+  out_is_pipe = fstat(out_fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
   igprof_debug("trace output on fd %d (%s)", out_fd, trace_config.output[0] ? trace_config.output : "stderr");
   return 0;
 }
@@ -174,6 +179,41 @@ void trace_event_identity(struct trace_event *e, const char *lead)
                      (int) igprof_state.pid);
 }
 
+/* Returns 0, or the errno of the write that failed (the trace is lost
+ * then, never the program's behaviour). */
+static int write_all(const char *p, size_t n)
+{
+  while (n) {
+    ssize_t w = write(out_fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    p += w;
+    n -= (size_t) w;
+  }
+  return 0;
+}
+
+/* A reader that went away (igtrace ... 2>&1 | head) must not kill the
+ * program with SIGPIPE: the signal is blocked around the write (raw
+ * syscalls, not the runtime's sigprocmask hooks), the one EPIPE raised is
+ * taken back, and the trace stops. */
+static void write_to_pipe(const char *p, size_t n)
+{
+  sigset_t pipe_only, old;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  syscall(SYS_rt_sigprocmask, SIG_BLOCK, &pipe_only, &old, _NSIG / 8);
+  if (write_all(p, n) == EPIPE) {
+    struct timespec zero = {0, 0};
+    syscall(SYS_rt_sigtimedwait, &pipe_only, NULL, &zero, _NSIG / 8);
+    close(out_fd);
+    out_fd = -1;
+  }
+  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, _NSIG / 8);
+}
+
 void trace_event_emit(struct trace_event *e)
 {
   if (e->overflow) {
@@ -181,18 +221,11 @@ void trace_event_emit(struct trace_event *e)
     e->len += igprof_format(e->text + e->len, TAIL_RESERVE, "\n  ... (event cut at %u bytes)\n",
                             EVENT_TEXT);
   }
-  const char *p = e->text;
-  size_t n = e->len;
   int saved = errno;
   pthread_mutex_lock(&out_lock);
-  while (n && out_fd >= 0) {
-    ssize_t w = write(out_fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      break; /* the trace is lost, never the program's behaviour */
-    }
-    p += w;
-    n -= (size_t) w;
+  if (out_fd >= 0) {
+    if (out_is_pipe) write_to_pipe(e->text, e->len);
+    else write_all(e->text, e->len);
   }
   pthread_mutex_unlock(&out_lock);
   errno = saved;

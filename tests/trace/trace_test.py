@@ -391,6 +391,18 @@ def scenario_stderr(a):
     eq(own, native.stderr.splitlines(), 'program lines on the original stderr')
 
 
+def scenario_pipe(a):
+    """The trace's reader goes away: the program goes on, without SIGPIPE."""
+    p = subprocess.Popen([a.igtrace, '-tm', os.path.join(a.progs, 'pipegone')],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = p.stderr.readline()
+    p.stderr.close()
+    out = p.stdout.read()
+    rc = p.wait(timeout=60)
+    check(EVENT_RE.match(first.rstrip('\n')) is not None, f'first trace line {first!r}')
+    eq((rc, out), (4, 'survived\n'), 'status and output after the reader left')
+
+
 def scenario_options(a):
     """Bad options: a message and status 2 before anything runs."""
     for args, msg in ((['-x', 'true'], "unknown option '-x'"), (['-r'], '-r needs an argument'),
