@@ -101,6 +101,13 @@ def scenario_ratio(a):
     near(ticks(d) * d.period, user + system, 'sampled time vs CPU time of the process')
     stacks = {tuple(n.stack()[:3]) for n in d.nodes if n.symbol == 'burn_three' and 'PERF_TICKS' in n.counters}
     eq(stacks, {('burn_three', 'ratio', 'main')}, 'stack of burn_three starts at the interrupted function')
+    # No profiler option: -pp is the default.
+    for f in dumps():
+        os.unlink(f)
+    r, user, system = run([a.igprof, a.cputest, 'ratio'])
+    d = one_dump('igprof.cputest.*')
+    eq(d.counter_names, {'PERF_TICKS'}, 'igprof without options samples CPU time')
+    near(ticks(d, leaf('burn_three')) / max(ticks(d, leaf('burn_one')), 1), 3.0, 'split with the default options')
 
 
 def scenario_rate(a):
@@ -216,6 +223,12 @@ def scenario_combined(a):
     eq(tuple(live[:2]), (10, 1000), 'MEM_LIVE of alloc_some')
     near(ticks(d, leaf('burn_one')) * d.period, user + system, 'burn_one has the CPU time', tol=0.15)
     eq(d.period, 0.005, 'T= of a combined profile')
+    # -pr with -mp: both modules, wall-clock samples.
+    for f in dumps():
+        os.unlink(f)
+    r, _, _ = cputest(a, 'mixed', opts=('-mp', '-pr'))
+    d = one_dump('igprof.cputest.*')
+    check({'PERF_TICKS', 'MEM_TOTAL'} <= d.counter_names, f'-mp -pr: both modules ({sorted(d.counter_names)})')
     # -d accounts for every sample: what the dump holds is what it reports.
     for f in dumps():
         os.unlink(f)
