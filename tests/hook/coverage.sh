@@ -1,13 +1,18 @@
 #!/bin/sh
 # hook.coverage: igprof-hookcheck must hook at least FLOOR percent of the
-# exported functions of each library. Usage: coverage.sh HOOKCHECK FLOOR LIB...
+# exported functions of each library.
+# Usage: coverage.sh HOOKCHECK LIB=FLOOR...
 set -u
-hookcheck=$1 floor=$2
-shift 2
-out=$("$hookcheck" "$@") || { echo "igprof-hookcheck failed ($?)"; exit 1; }
+hookcheck=$1
+shift
+libs=
+for arg in "$@"; do libs="$libs ${arg%%=*}"; done
+# shellcheck disable=SC2086
+out=$("$hookcheck" $libs) || { echo "igprof-hookcheck failed ($?)"; exit 1; }
 printf '%s\n' "$out"
 status=0
-for lib in "$@"; do
+for arg in "$@"; do
+  lib=${arg%%=*} floor=${arg#*=}
   line=$(printf '%s\n' "$out" | grep "^$lib: hookable ")
   if [ -z "$line" ]; then
     echo "FAIL: no summary line for $lib"; status=1; continue
