@@ -64,23 +64,6 @@ static void usage(FILE *f)
              "See docs/igtrace.md.\n");
 }
 
-/* -o FILE relative to the launcher's directory, for every process of the
- * tree, whatever directory it runs in: make it absolute before parsing. */
-static void absolute_output(int argc, char **argv)
-{
-  for (int i = 1; i < argc; ++i) {
-    if (argv[i][0] != '-' || strcmp(argv[i], "--") == 0) return;
-    const struct launch_option *o = launch_find_option(options, NOPTIONS, argv[i]);
-    if (!o || !o->arg_name || i + 1 >= argc) continue;
-    ++i;
-    if (strcmp(o->token, "igtrace:out=%s") != 0 || !argv[i][0] || argv[i][0] == '/') continue;
-    char *cwd = getcwd(NULL, 0), *full;
-    if (!cwd || asprintf(&full, "%s/%s", cwd, argv[i]) < 0) launch_die(2, "-o %s: %m", argv[i]);
-    argv[i] = full;
-    free(cwd);
-  }
-}
-
 int main(int argc, char **argv)
 {
   char *text = NULL;
@@ -88,7 +71,8 @@ int main(int argc, char **argv)
   const char *output = NULL;
 
   launch_tool = "igtrace";
-  absolute_output(argc, argv);
+  /* -o FILE relative to the launcher's directory, for every process of the tree. */
+  launch_absolute_paths(argc, argv, options, NOPTIONS, "igtrace:out=%s");
   int i = launch_parse(argc, argv, options, NOPTIONS, usage, &text, &events, "igtrace:out=", &output);
   if (i >= argc) {
     fprintf(stderr, "igtrace: no program to run\n");

@@ -192,3 +192,19 @@ int launch_run(const char *program, int argc, char **argv)
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 2;
 }
+
+void launch_absolute_paths(int argc, char **argv, const struct launch_option *table, size_t count,
+                           const char *token)
+{
+  for (int i = 1; i < argc; ++i) {
+    if (argv[i][0] != '-' || strcmp(argv[i], "--") == 0) return;
+    const struct launch_option *o = launch_find_option(table, count, argv[i]);
+    if (!o || !o->arg_name || i + 1 >= argc) continue;
+    ++i;
+    if (strcmp(o->token, token) != 0 || !argv[i][0] || argv[i][0] == '/' || argv[i][0] == '|') continue;
+    char *cwd = getcwd(NULL, 0), *full;
+    if (!cwd || asprintf(&full, "%s/%s", cwd, argv[i]) < 0) launch_die(2, "%s %s: %m", argv[i - 1], argv[i]);
+    argv[i] = full;
+    free(cwd);
+  }
+}

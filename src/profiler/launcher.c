@@ -84,6 +84,9 @@ int main(int argc, char **argv)
   char *text = NULL;
   int modules = 0;
   const char *output = NULL;
+  /* -o, -D: relative to where igprof runs, for every process of the tree. */
+  launch_absolute_paths(argc, argv, options, NOPTIONS, "igprof:out=%s");
+  launch_absolute_paths(argc, argv, options, NOPTIONS, "igprof:dump=%s");
   int i = launch_parse(argc, argv, options, NOPTIONS, usage, &text, &modules, "igprof:out=", &output);
   if (i >= argc) {
     fprintf(stderr, "igprof: no program to run\n");

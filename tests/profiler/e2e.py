@@ -364,7 +364,7 @@ def scenario_launcher(a):
     check(pre.endswith('/libigprof.so'), 'libigprof.so appended to LD_PRELOAD')
     eq(ig, 'mem', '$IGPROF for -mp')
     r = run([a.igprof, '-mp', '-o', "it's a file", 'sh', '-c', 'echo "$IGPROF"'])
-    eq(r.stdout, "mem igprof:out='it\\'s a file'\n", 'quoted value in $IGPROF')
+    eq(r.stdout, "mem igprof:out='" + os.getcwd() + "/it\\'s a file'\n", 'quoted value in $IGPROF, made absolute')
     r = run(['sh', '-c', 'true'], env=dict(os.environ, LD_PRELOAD=a.lib, IGPROF='mem memory'))
     eq(r.returncode, 0, 'bad $IGPROF does not break the program')
     check("unknown module 'memory'" in r.stderr, f'bad $IGPROF is reported: {r.stderr!r}')
