@@ -22,7 +22,7 @@
 #define CALLS 20000
 #define REPS 9
 
-enum method { FAST, UNW_BACKTRACE, GLIBC_BACKTRACE, NMETHODS };
+enum method { FAST, UNW_BACKTRACE, GLIBC_BACKTRACE, NMETHODS, NO_CAPTURE = NMETHODS };
 
 static double now_ns(void) {
   struct timespec ts;
@@ -43,16 +43,19 @@ struct result {
 };
 
 /* Stands where a malloc hook would: captures the stack of its caller. */
+static int last_frames;
+
 __attribute__((noinline)) static int capture(enum method m) {
   static uintptr_t pcs[MAX_FRAMES];
   void *buf[MAX_FRAMES];
   int truncated;
   switch (m) {
   case FAST:
-    return igprof_walk_fast_from_hook(pcs, MAX_FRAMES, __builtin_return_address(0), &truncated);
-  case UNW_BACKTRACE: return unw_backtrace(buf, MAX_FRAMES);
-  case GLIBC_BACKTRACE: return backtrace(buf, MAX_FRAMES);
-  default: return 0;
+    return last_frames =
+               igprof_walk_fast_from_hook(pcs, MAX_FRAMES, __builtin_return_address(0), &truncated);
+  case UNW_BACKTRACE: return last_frames = unw_backtrace(buf, MAX_FRAMES);
+  case GLIBC_BACKTRACE: return last_frames = backtrace(buf, MAX_FRAMES);
+  default: return 0; /* NO_CAPTURE: the cost of getting here */
   }
 }
 
@@ -87,27 +90,86 @@ __attribute__((noinline)) static int descend(int n, struct result *r) {
   return x + pad;
 }
 
+/* Second scenario: consecutive captures come from two different call
+ * chains of the same depth (different functions, different frame shapes),
+ * so no walk can reuse the previous one's frames except the few outermost.
+ * The time of descending the chains without capturing is subtracted. */
+__attribute__((noinline)) static int chain_a(int n, enum method m) {
+  volatile int pad = n;
+  if (n <= 0)
+    return capture(m);
+  return chain_a(n - 1, m) + pad;
+}
+
+__attribute__((noinline)) static int chain_b(int n, enum method m) {
+  volatile long pad[4] = {n, n, n, n};
+  if (n <= 0)
+    return capture(m);
+  return chain_b(n - 1, m) + (int)pad[n & 3];
+}
+
+static double time_alternating(int n, enum method m) {
+  double t0 = now_ns();
+  for (int i = 0; i < CALLS; i++)
+    (i & 1 ? chain_a : chain_b)(n, m);
+  return (now_ns() - t0) / CALLS;
+}
+
+__attribute__((noinline)) static void measure_alternating(int depth, struct result *r) {
+  double batch[NMETHODS + 1][REPS];
+  int n = depth - 5; /* main, libc start x2, _start, this function */
+  for (int m = 0; m < NMETHODS; m++) {
+    chain_a(n, (enum method)m);
+    r->frames[m] = last_frames;
+  }
+  for (int rep = 0; rep < REPS; rep++)
+    for (int m = 0; m <= NMETHODS; m++)
+      batch[m][rep] = time_alternating(n, (enum method)m);
+  for (int m = 0; m <= NMETHODS; m++)
+    qsort(batch[m], REPS, sizeof batch[m][0], cmp_double);
+  for (int m = 0; m < NMETHODS; m++)
+    r->ns[m] = batch[m][REPS / 2] - batch[NO_CAPTURE][REPS / 2];
+}
+
+static void print_row(int depth, const struct result *r) {
+  printf("| %d (fast %d, unw %d, glibc %d) | %.0f | %.0f | %.0f | %.1fx | %.1fx |\n", depth,
+         r->frames[FAST], r->frames[UNW_BACKTRACE], r->frames[GLIBC_BACKTRACE], r->ns[FAST],
+         r->ns[UNW_BACKTRACE], r->ns[GLIBC_BACKTRACE], r->ns[UNW_BACKTRACE] / r->ns[FAST],
+         r->ns[GLIBC_BACKTRACE] / r->ns[FAST]);
+}
+
+static const char table_head[] =
+    "| stack depth (frames) | fast walker ns | unw_backtrace ns | glibc backtrace ns | "
+    "unw_backtrace / fast | backtrace / fast |\n|---|---|---|---|---|---|\n";
+
 int main(int argc, char **argv) {
   int depths_default[] = {10, 30, 100};
   int ndepths = argc > 1 ? argc - 1 : 3;
   igprof_walk_fast_init();
-  printf("| stack depth (frames) | fast walker ns | unw_backtrace ns | glibc backtrace ns | "
-         "unw_backtrace / fast | backtrace / fast |\n");
-  printf("|---|---|---|---|---|---|\n");
-  for (int i = 0; i < ndepths; i++) {
-    int depth = argc > 1 ? atoi(argv[i + 1]) : depths_default[i];
-    if (depth < 4 || depth > MAX_FRAMES - 8) {
-      fprintf(stderr, "walk_bench: depth %d out of range 4..%d\n", depth, MAX_FRAMES - 8);
+  int depths[8];
+  for (int i = 0; i < ndepths && i < 8; i++) {
+    depths[i] = argc > 1 ? atoi(argv[i + 1]) : depths_default[i];
+    if (depths[i] < 6 || depths[i] > MAX_FRAMES - 8) {
+      fprintf(stderr, "walk_bench: depth %d out of range 6..%d\n", depths[i], MAX_FRAMES - 8);
       return 2;
     }
+  }
+  if (ndepths > 8)
+    ndepths = 8;
+  printf("Same stack captured again and again (a loop allocating from one place):\n\n%s",
+         table_head);
+  for (int i = 0; i < ndepths; i++) {
     struct result r;
     /* main, __libc_start_call_main, __libc_start_main, _start, measure and
      * capture's caller make up the rest of the requested depth. */
-    descend(depth - 5, &r);
-    printf("| %d (fast %d, unw %d, glibc %d) | %.0f | %.0f | %.0f | %.1fx | %.1fx |\n", depth,
-           r.frames[FAST], r.frames[UNW_BACKTRACE], r.frames[GLIBC_BACKTRACE], r.ns[FAST],
-           r.ns[UNW_BACKTRACE], r.ns[GLIBC_BACKTRACE], r.ns[UNW_BACKTRACE] / r.ns[FAST],
-           r.ns[GLIBC_BACKTRACE] / r.ns[FAST]);
+    descend(depths[i] - 5, &r);
+    print_row(depths[i], &r);
+  }
+  printf("\nConsecutive captures from two different call chains:\n\n%s", table_head);
+  for (int i = 0; i < ndepths; i++) {
+    struct result r;
+    measure_alternating(depths[i], &r);
+    print_row(depths[i], &r);
   }
   struct walk_fast_stats st;
   igprof_walk_fast_stats(&st);

@@ -95,7 +95,67 @@ static _Atomic uint64_t pc_cache[PC_CACHE_SIZE];
 static IE_TLS uintptr_t stack_lo, stack_hi;
 static IE_TLS struct walk_fast_stats thread_stats;
 
+/* ---- per-thread stack memo ------------------------------------------------
+ *
+ * Consecutive walks on a thread usually share their outer frames (the same
+ * loop calling malloc from the same call chain). Each walk records, for
+ * every frame, its registers and the stack slots its recipe read. A later
+ * walk that reaches a frame with the same pc, sp and fp as frame j of the
+ * previous walk re-reads those slots; if every one still holds the value it
+ * held, each later step would compute exactly what it computed then (a step
+ * is a function of the registers, the recipe of pc and those slots), so the
+ * previous walk's outer frames are copied instead of walked. The slot loads
+ * are independent of each other, unlike a walk's chain of dependent loads.
+ * Frames stepped by libunwind are never joined through (they read more).
+ */
+#define MEMO_FRAMES 256
+
+struct memo_frame {
+  uintptr_t pc, sp, fp; /* registers of the frame (pc raw) */
+  uintptr_t ra_at;      /* slot its step read the return address from */
+  uintptr_t fp_at;      /* slot its step read the saved FP from, or 0 */
+};
+
+struct walk_memo {
+  const void *snapshot; /* the module table the recipes came from */
+  int count;            /* frames recorded */
+  int joinable_from;    /* no libunwind step from here on */
+  int complete;         /* the walk reached the end of the stack */
+  struct memo_frame frames[MEMO_FRAMES];
+};
+
+struct thread_memo {
+  struct walk_memo buf[2];
+  int current; /* buf[current] is the last walk's record */
+};
+
+static IE_TLS struct thread_memo *thread_memo;
+static IE_TLS int memo_busy; /* a walk on this thread is using the memo */
+static pthread_key_t memo_key;
+static pthread_once_t memo_key_once = PTHREAD_ONCE_INIT;
+
+static void memo_release(void *memo) {
+  thread_memo = NULL;
+  atomic_signal_fence(memory_order_seq_cst); /* no signal walk sees it from here */
+  munmap(memo, sizeof(struct thread_memo));
+}
+
+static void memo_key_create(void) { pthread_key_create(&memo_key, memo_release); }
+
+static void memo_thread_init(void) {
+  if (thread_memo)
+    return;
+  pthread_once(&memo_key_once, memo_key_create);
+  void *m = mmap(NULL, sizeof(struct thread_memo), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED)
+    return; /* walks work without it, only slower */
+  thread_memo = m;
+  pthread_setspecific(memo_key, m);
+}
+
 void igprof_walk_fast_thread_init(void) {
+  memo_thread_init();
   pthread_attr_t attr;
   void *addr;
   size_t size;
@@ -351,6 +411,9 @@ struct walk {
   struct region stack;
   const ucontext_t *uc;  /* full register set of frame 0, if the walk has one */
   int frame;             /* frames stepped so far */
+  struct walk_memo *prev, *cur; /* memo of the last walk, and of this one (or NULL) */
+  int join_at;           /* next candidate frame in prev (sp ascending) */
+  int outermost;         /* step_slow ended the walk on an "outermost" recipe */
 };
 
 enum step { STEP_OK, STEP_END, STEP_CUT };
@@ -437,7 +500,9 @@ __attribute__((noinline)) static enum step step_slow(struct walk *w,
     w->exact = 0;
     result = STEP_OK;
     break;
-  case FRAME_STEP_END: return STEP_END;
+  case FRAME_STEP_END:
+    w->outermost = 1;
+    return STEP_END;
   case FRAME_STEP_UNWINDER:
     if (rc.kind == FRAME_NO_INFO) {
       /* libunwind will follow the frame pointer: only from a stack slot. */
@@ -474,18 +539,89 @@ static inline __attribute__((always_inline)) enum step step(struct walk *w,
 
 enum run_end { RUN_SLOW, RUN_END, RUN_FULL };
 
+/* The current frame (pcs[*n_io - 1], registers w->regs) is frame p of the
+ * previous walk. Re-read every slot the previous walk read from p outwards;
+ * if all still hold what they held, append the previous walk's outer frames
+ * and return RUN_END or RUN_FULL; else return -1 and change nothing. */
+static int memo_join(struct walk *w, struct walk_memo *prev, int p, uintptr_t *pcs,
+                     int *n_io, int max, uintptr_t lo, uintptr_t top) {
+  const struct memo_frame *f = prev->frames;
+  int last = prev->count - 1;
+  int same = 1;
+  for (int k = p; k <= last; k++) {
+    uintptr_t want_ra = k < last ? f[k + 1].pc : 0;
+    if (f[k].ra_at) {
+      if (f[k].ra_at < lo || f[k].ra_at > top)
+        return -1;
+      same &= *(const uintptr_t *)f[k].ra_at == want_ra;
+    } else if (k < last) {
+      return -1; /* only the outermost frame may end without a slot */
+    }
+    if (f[k].fp_at && k < last) {
+      if (f[k].fp_at < lo || f[k].fp_at > top)
+        return -1;
+      same &= *(const uintptr_t *)f[k].fp_at == f[k + 1].fp;
+    }
+  }
+  if (!same)
+    return -1;
+  int n = *n_io, i = n - 1, tail = last - p + 1;
+  int end = RUN_END;
+  int copy = tail - 1 <= max - n ? tail - 1 : max - n; /* outer frames that fit in pcs */
+  if (copy < tail - 1)
+    end = RUN_FULL;
+  for (int k = 1; k <= copy; k++)
+    pcs[n++] = f[p + k].pc - 1;
+  const struct frame_regs at = {f[p + copy].pc, f[p + copy].sp, f[p + copy].fp};
+  /* This walk's record becomes the previous walk's buffer: its tail moves
+   * to where this walk joined it and the fresh inner frames go in front. */
+  struct walk_memo *cur = w->cur, *rec = prev;
+  if (cur) {
+    int keep = i + tail <= MEMO_FRAMES ? tail : MEMO_FRAMES - i;
+    if (keep > 0 && i != p)
+      memmove(&rec->frames[i], &rec->frames[p], (size_t)keep * sizeof rec->frames[0]);
+    if (i > 0)
+      memcpy(rec->frames, cur->frames, (size_t)(i < MEMO_FRAMES ? i : MEMO_FRAMES) *
+                                           sizeof rec->frames[0]);
+    rec->joinable_from = cur->joinable_from;
+    w->cur = rec;
+  }
+  thread_stats.frames_memo += (uint64_t)copy;
+  w->regs = at;
+  *n_io = n;
+  return end;
+}
+
 /* The hot loop: step and record caller after caller while each return
  * address has a cached, compressed SP/FP recipe, with the registers in
  * locals. Stops at the first frame that needs step_slow (leaving the walk
  * on that frame, already recorded), at the end of the stack, or when `max`
- * frames are recorded and another one exists. Precondition: !w->exact. */
+ * frames are recorded and another one exists. Joins the previous walk of
+ * the thread where it can (memo_join). Precondition: !w->exact. */
 static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *w, uintptr_t *pcs,
                                                                   int *n_io, int max) {
   uintptr_t pc = w->regs.pc, sp = w->regs.sp, fp = w->regs.fp;
   const uintptr_t lo = w->stack.lo, top = w->stack.hi - sizeof(uintptr_t);
-  int n = *n_io;
+  struct walk_memo *cur = w->cur, *prev = w->prev;
+  int p = w->join_at;
+  int n = *n_io, start = n;
   enum run_end end;
   for (;;) {
+    if (prev) {
+      while (p < prev->count && prev->frames[p].sp < sp)
+        p++;
+      if (p < prev->count && prev->frames[p].sp == sp && prev->frames[p].pc == pc &&
+          prev->frames[p].fp == fp && p >= prev->joinable_from) {
+        thread_stats.frames_fast += (uint64_t)(n - start);
+        w->frame += n - start;
+        w->regs = (struct frame_regs){pc, sp, fp};
+        *n_io = n;
+        int joined = memo_join(w, prev, p, pcs, n_io, max, lo, top);
+        if (joined >= 0)
+          return (enum run_end)joined;
+        prev = w->prev = NULL; /* changed since: walk on, and do not try again */
+      }
+    }
     uint32_t bits;
     if (!cache_get(pc_cache, pc - 1, &bits) || (bits & RC_OTHER)) {
       end = RUN_SLOW;
@@ -497,9 +633,9 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
       end = RUN_SLOW; /* step_slow decides: bad stack or not */
       break;
     }
-    uintptr_t next_fp = fp;
+    uintptr_t next_fp = fp, fp_at = 0;
     if (bits & RC_FP_SAVED) {
-      uintptr_t fp_at = cfa - ((bits & 15) << 3);
+      fp_at = cfa - ((bits & 15) << 3);
       if (fp_at < lo) {
         end = RUN_SLOW;
         break;
@@ -507,6 +643,8 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
       next_fp = *(const uintptr_t *)fp_at;
     }
     uintptr_t next_pc = *(const uintptr_t *)ra_at;
+    if (cur && n - 1 < MEMO_FRAMES)
+      cur->frames[n - 1] = (struct memo_frame){pc, sp, fp, ra_at, fp_at};
     if (next_pc == 0) {
       end = RUN_END; /* a null return address ends the chain, as in libunwind */
       break;
@@ -520,9 +658,10 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
     fp = next_fp;
     pcs[n++] = pc - 1;
   }
-  thread_stats.frames_fast += (uint64_t)(n - *n_io);
-  w->frame += n - *n_io;
+  thread_stats.frames_fast += (uint64_t)(n - start);
+  w->frame += n - start;
   w->regs = (struct frame_regs){pc, sp, fp};
+  w->join_at = p;
   *n_io = n;
   return end;
 }
@@ -570,6 +709,35 @@ static int unwinder_walk(struct walk *w, const struct module_snapshot *s, uintpt
   return n;
 }
 
+/* Take this thread's memo for the walk, unless a walk interrupted by this
+ * signal handler holds it. */
+static void memo_begin(struct walk *w, const struct module_snapshot *s) {
+  struct thread_memo *tm = thread_memo;
+  w->prev = w->cur = NULL;
+  w->join_at = 0;
+  if (!tm || memo_busy)
+    return;
+  memo_busy = 1;
+  atomic_signal_fence(memory_order_seq_cst);
+  w->prev = &tm->buf[tm->current];
+  w->cur = &tm->buf[!tm->current];
+  if (w->prev->snapshot != s || !w->prev->complete)
+    w->prev = NULL;
+  w->cur->snapshot = s;
+  w->cur->joinable_from = 0;
+}
+
+static void memo_end(struct walk *w, int n, int complete) {
+  if (!w->cur)
+    return;
+  struct walk_memo *cur = w->cur;
+  cur->count = n < MEMO_FRAMES ? n : MEMO_FRAMES;
+  cur->complete = complete && n <= MEMO_FRAMES;
+  thread_memo->current = (int)(cur - thread_memo->buf);
+  atomic_signal_fence(memory_order_seq_cst);
+  memo_busy = 0;
+}
+
 /* The common loop: record from the first frame whose pc is `skip_until`
  * (0: from the start), at most `max` frames. */
 static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_until,
@@ -607,22 +775,34 @@ static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_unti
     }
   }
   thread_stats.frames_fast += fast_frames;
+  memo_begin(w, s);
+  int complete = 0;
   pcs[n++] = w->exact ? w->regs.pc : w->regs.pc - 1;
   for (;;) {
     if (!w->exact) {
       enum run_end end = fast_run(w, pcs, &n, max);
-      if (end == RUN_END)
+      if (end == RUN_END) {
+        complete = 1;
         break;
+      }
       if (end == RUN_FULL) {
         if (truncated)
           *truncated = 1;
         break;
       }
     }
+    if (w->cur && n - 1 < MEMO_FRAMES) {
+      w->cur->frames[n - 1] = (struct memo_frame){w->regs.pc, w->regs.sp, w->regs.fp, 0, 0};
+      w->cur->joinable_from = n;
+    }
+    w->outermost = 0;
     enum step r = step_slow(w, s);
     if (r != STEP_OK) {
       if (r == STEP_CUT)
         thread_stats.walks_cut++;
+      else if (w->outermost && w->cur)
+        w->cur->joinable_from = n - 1; /* an end by recipe is as certain as a step */
+      complete = r == STEP_END;
       break;
     }
     if (n == max) {
@@ -632,6 +812,7 @@ static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_unti
     }
     pcs[n++] = w->exact ? w->regs.pc : w->regs.pc - 1;
   }
+  memo_end(w, n, complete);
   return n;
 }
 

@@ -75,7 +75,9 @@ static inline struct frame_recipe recipe_expand(uint32_t bits) {
 }
 
 static inline _Atomic uint64_t *cache_slot(_Atomic uint64_t *cache, uintptr_t pc) {
-  return &cache[(pc * 0x9e3779b97f4a7c15ull) >> (64 - PC_CACHE_BITS)];
+  /* Two cheap operations instead of a multiply: this sits on the walk's
+   * chain of dependent loads. Code addresses spread well in their low bits. */
+  return &cache[(pc ^ (pc >> PC_CACHE_BITS)) & (PC_CACHE_SIZE - 1)];
 }
 
 /* One load: the entry is ours if its key is pc. */
