@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "arch.h"
@@ -41,6 +42,8 @@
 #define STUB_SIZE 16
 /* beyond the engine's statuses: the child died while installing this one */
 #define STATUS_CRASH HOOK_STATUS_COUNT
+/* ...or a batch failed only with this one and others hooked together */
+#define STATUS_UNRESOLVED (HOOK_STATUS_COUNT + 1)
 
 struct candidate {
   const char *name;
@@ -104,27 +107,146 @@ static int add_symbol(const struct elf_symbol *sym, void *arg)
   return 0;
 }
 
+/* What the scratch child runs once its hooks are in: ordinary calls into the
+ * C library (and into the library under test where it has these functions),
+ * all of them now going through pass-through hooks if they were hooked. The
+ * parent computes the same results unhooked; any difference, or a crash,
+ * means a trampoline does not behave like the original. */
+struct workload {
+  char text[160];
+  double number;
+  long values[24];
+};
+
+static int compare_longs(const void *a, const void *b)
+{
+  long x = *(const long *)a, y = *(const long *)b;
+  return (x > y) - (x < y);
+}
+
+static void run_workload(void *lib, struct workload *w)
+{
+  memset(w, 0, sizeof *w);
+  int n = 0;
+  char *block = malloc(1000);
+  for (int i = 0; i < 1000; i++)
+    block[i] = (char)('a' + i % 26);
+  block = realloc(block, 5000);
+  char *copy = calloc(1, 1001);
+  memcpy(copy, block, 1000);
+  w->values[n++] = (long)strlen(copy);
+  w->values[n++] = memcmp(copy, block, 1000);
+  w->values[n++] = strchr(copy, 'q') - copy;
+  free(copy);
+  free(block);
+  long v[] = {31, 4, 15, 9, 26, 5, 35, 8};
+  qsort(v, 8, sizeof v[0], compare_longs);
+  for (int i = 0; i < 8; i++)
+    w->values[n++] = v[i];
+  char *end;
+  w->number = strtod("6.02214076e23xyz", &end);
+  w->values[n++] = end[0];
+  time_t t0 = 1000000000;
+  struct tm tm;
+  gmtime_r(&t0, &tm);
+  size_t len = strftime(w->text, 40, "%Y-%m-%d %H:%M:%S|", &tm);
+  snprintf(w->text + len, sizeof w->text - len, "%d %.4f %s %lx", 42, 3.14159265, "str", 0xbeefUL);
+  /* the library's own functions, when it has these */
+  double (*d1)(double) = (double (*)(double))dlsym(lib, "sin");
+  double (*d2)(double, double) = (double (*)(double, double))dlsym(lib, "pow");
+  unsigned long (*crc)(unsigned long, const unsigned char *, unsigned) =
+      (unsigned long (*)(unsigned long, const unsigned char *, unsigned))dlsym(lib, "crc32");
+  void *(*new_)(unsigned long) = (void *(*)(unsigned long))dlsym(lib, "_Znwm");
+  void (*delete_)(void *) = (void (*)(void *))dlsym(lib, "_ZdlPv");
+  if (d1)
+    w->values[n++] = (long)(d1(0.5) * 1e15);
+  if (d2)
+    w->values[n++] = (long)(d2(2.0, 0.5) * 1e15);
+  if (crc)
+    w->values[n++] = (long)crc(0, (const unsigned char *)"123456789", 9);
+  if (new_ && delete_) {
+    void *p = new_(64);
+    w->values[n++] = p != NULL;
+    delete_(p);
+  }
+}
+
+/* Hooked after each batch, so that the engine runs once more with the
+ * batch's hooks in place (a broken mprotect or getpid shows up here). */
+static __attribute__((noinline)) long probe_target(long x)
+{
+  long s = 0;
+  for (long i = 0; i < x; i++)
+    s += i * i;
+  return s;
+}
+static struct hook_result probe_hook;
+static long probe_replacement(long x) { return ((long (*)(long))probe_hook.chain)(x) + 1; }
+
 /* The scratch child: hook cand[from..to) with pass-through stubs, recording
- * progress in *cursor so that the parent can name the culprit of a crash. */
-static void run_batch(const struct candidate *cand, size_t from, size_t to, struct outcome *out,
-                      const uint8_t *stubs, volatile size_t *cursor)
+ * progress in *cursor so that the
+ * parent can name the culprit of a crash, then run the workload. Exit status
+ * 0, or 5 when the workload's results differ. */
+static void run_batch(const struct check *c, size_t from, size_t to, struct outcome *out,
+                      const uint8_t *stubs, volatile size_t *cursor, const struct workload *expected)
 {
   alarm(60); /* a child spinning on a broken patch counts as a crash */
   for (size_t i = from; i < to; i++) {
     *cursor = i;
-    out[i].status = (int)hook_install_at((void *)cand[i].address, cand[i].size,
+    out[i].status = (int)hook_install_at((void *)c->cand[i].address, c->cand[i].size,
                                          (void *)(stubs + i * STUB_SIZE), &out[i].result);
   }
   *cursor = to;
-  _exit(0);
+  long (*volatile probe)(long) = probe_target;
+  if (hook_install_at((void *)probe_target, hook_function_size((uintptr_t)probe_target),
+                      (void *)probe_replacement, &probe_hook) != HOOK_OK ||
+      probe(10) != 286)
+    _exit(6);
+  struct workload w;
+  run_workload(c->handle, &w);
+  _exit(memcmp(&w, expected, sizeof w) == 0 ? 0 : 5);
 }
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-/* Hook every candidate, batch by batch, each batch in a fresh child. The
- * outcomes live in a shared mapping of *mapped bytes that the caller unmaps. */
+struct range {
+  size_t from, to;
+};
+
+/* Run one child over [from, to). Returns 0 when it installed everything and
+ * its workload gave the expected results, 1 when it failed (died or wrong
+ * results; *phase says whether it was still installing), -1 if no child
+ * could be started. */
+static int run_child(const struct check *c, struct range r, struct outcome *out,
+                     const uint8_t *stubs, volatile size_t *cursor, const struct workload *expected,
+                     int *signal, int *in_workload)
+{
+  *cursor = r.from;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0)
+    return -1;
+  if (pid == 0)
+    run_batch(c, r.from, r.to, out, stubs, cursor, expected);
+  int status;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && *cursor == r.to)
+    return 0;
+  *signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  *in_workload = *cursor == r.to;
+  return 1;
+}
+
+/* Hook every candidate, batch by batch, each batch in a fresh child. A batch
+ * that fails (a crash while installing or while running the workload, or
+ * wrong workload results) is split in halves until the single functions that
+ * fail on their own are found; a hook may break the engine's next install
+ * (mprotect, memcpy...) rather than itself, so the function being installed
+ * when a child died is not trusted as the culprit. The outcomes live in a
+ * shared mapping of *mapped bytes that the caller unmaps. */
 static int hook_all(const struct check *c, struct outcome **outcomes, size_t *mapped,
-                    int *crash_signal)
+                    int *crash_signal, int *crash_in_workload, size_t *unresolved)
 {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   size_t out_bytes = round_up(c->ncand * sizeof(struct outcome) + sizeof(size_t), page);
@@ -145,27 +267,59 @@ static int hook_all(const struct check *c, struct outcome **outcomes, size_t *ma
   }
   if (mprotect(stubs, stub_bytes, PROT_READ | PROT_EXEC) != 0)
     return -1;
-  fflush(NULL);
-  size_t next = 0;
-  while (next < c->ncand) {
-    size_t end = next + BATCH < c->ncand ? next + BATCH : c->ncand;
-    *cursor = next;
-    pid_t pid = fork();
-    if (pid < 0)
+  struct workload expected;
+  run_workload(c->handle, &expected);
+
+  /* a stack of ranges; bisection adds at most one entry per level */
+  enum { MAX_RANGES = 128 };
+  struct range todo[MAX_RANGES];
+  int ntodo = 0;
+  if (c->ncand > (size_t)(MAX_RANGES - 32) * BATCH)
+    return -1;
+  for (size_t from = c->ncand; from > 0;) {
+    size_t start = from > BATCH ? from - BATCH : 0;
+    todo[ntodo++] = (struct range){start, from}; /* pushed last-first: run in order */
+    from = start;
+  }
+  /* ranges that failed as a whole: each must end up with a culprit inside */
+  struct range failed[MAX_RANGES];
+  int nfailed = 0;
+  while (ntodo > 0) {
+    struct range r = todo[--ntodo];
+    int signal = 0, in_workload = 0;
+    int st = run_child(c, r, out, stubs, cursor, &expected, &signal, &in_workload);
+    if (st < 0)
       return -1;
-    if (pid == 0)
-      run_batch(c->cand, next, end, out, stubs, cursor);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-      ;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && *cursor == end) {
-      next = end;
+    if (st == 0)
+      continue;
+    if (r.to - r.from == 1) {
+      out[r.from].status = STATUS_CRASH;
+      crash_signal[r.from] = signal;
+      crash_in_workload[r.from] = in_workload;
       continue;
     }
-    size_t k = *cursor;
-    out[k].status = STATUS_CRASH;
-    crash_signal[k] = WIFSIGNALED(status) ? WTERMSIG(status) : -1;
-    next = k + 1;
+    if (ntodo + 2 > MAX_RANGES || nfailed == MAX_RANGES) {
+      *unresolved += r.to - r.from;
+      continue;
+    }
+    failed[nfailed++] = r;
+    size_t mid = r.from + (r.to - r.from) / 2;
+    todo[ntodo++] = (struct range){mid, r.to};
+    todo[ntodo++] = (struct range){r.from, mid};
+  }
+  /* a range whose halves pass on their own fails only through functions
+   * hooked together: none of them can be called hookable */
+  for (int f = nfailed - 1; f >= 0; f--) { /* innermost first */
+    int culprit = 0;
+    for (size_t i = failed[f].from; i < failed[f].to && !culprit; i++)
+      culprit = out[i].status == STATUS_CRASH || out[i].status == STATUS_UNRESOLVED;
+    if (!culprit) {
+      for (size_t i = failed[f].from; i < failed[f].to; i++)
+        if (out[i].status == HOOK_OK || out[i].status == HOOK_ERR_ALREADY_HOOKED) {
+          out[i].status = STATUS_UNRESOLVED;
+          ++*unresolved;
+        }
+    }
   }
   *outcomes = out;
   *mapped = out_bytes + stub_bytes;
@@ -174,7 +328,9 @@ static int hook_all(const struct check *c, struct outcome **outcomes, size_t *ma
 
 static const char *status_name(int st)
 {
-  return st == STATUS_CRASH ? "crash" : hook_status_str((enum hook_status)st);
+  return st == STATUS_CRASH        ? "crash"
+         : st == STATUS_UNRESOLVED ? "crash-together"
+                                   : hook_status_str((enum hook_status)st);
 }
 
 static int check_library(const char *lib)
@@ -210,14 +366,16 @@ static int check_library(const char *lib)
   c.ncand = nkept;
 
   int *crash_signal = calloc(c.ncand + 1, sizeof *crash_signal);
+  int *crash_in_workload = calloc(c.ncand + 1, sizeof *crash_in_workload);
   struct outcome *out = NULL;
-  size_t mapped = 0;
-  if (!crash_signal || hook_all(&c, &out, &mapped, crash_signal) != 0) {
+  size_t mapped = 0, unresolved = 0; /* counted as crash-together */
+  if (!crash_signal || !crash_in_workload ||
+      hook_all(&c, &out, &mapped, crash_signal, crash_in_workload, &unresolved) != 0) {
     fprintf(stderr, "igprof-hookcheck: %s: cannot run the scratch processes: %s\n", lib,
             strerror(errno));
     return 2;
   }
-  size_t hooked = 0, tally[HOOK_STATUS_COUNT + 1] = {0};
+  size_t hooked = 0, tally[HOOK_STATUS_COUNT + 2] = {0};
   for (size_t i = 0; i < c.ncand; i++) {
     int st = out[i].status;
     tally[st]++;
@@ -236,17 +394,25 @@ static int check_library(const char *lib)
       continue;
     printf("  refused %s (%s, %zu bytes): %s: ", c.cand[i].name,
            c.cand[i].type == STT_GNU_IFUNC ? "ifunc" : "func", c.cand[i].size, status_name(st));
-    if (st == STATUS_CRASH)
-      printf("scratch process died (signal %d) while installing\n", crash_signal[i]);
+    if (st == STATUS_CRASH && !crash_in_workload[i])
+      printf("scratch process failed (signal %d) while installing hooks\n", crash_signal[i]);
+    else if (st == STATUS_CRASH && crash_signal[i])
+      printf("scratch process died (signal %d) calling through the hook\n", crash_signal[i]);
+    else if (st == STATUS_CRASH)
+      printf("calls through the hook gave results different from the original's\n");
+    else if (st == STATUS_UNRESOLVED)
+      printf("a scratch process failed with this and other functions hooked together\n");
     else
       printf("%s\n", out[i].result.detail);
   }
-  for (int st = 1; st <= HOOK_STATUS_COUNT; st++)
+  for (int st = 1; st <= STATUS_UNRESOLVED; st++)
     if (tally[st])
       printf("  %s: %zu\n", status_name(st), tally[st]);
   printf("  (%zu functions shorter than the %zu-byte patch not counted)\n", c.too_short, patch);
+
   munmap(out, mapped);
   free(crash_signal);
+  free(crash_in_workload);
   free(c.cand);
   elf_symbols_close(&es);
   return 0;
