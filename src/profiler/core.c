@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 __thread struct igprof_thread igprof_tls __attribute__((tls_model("initial-exec")));
-struct igprof_config igprof_config = {.depth = IGPROF_DEPTH_DEFAULT, .unwind_method = WALK_LIBUNWIND};
+struct igprof_config igprof_config = {.depth = IGPROF_DEPTH_DEFAULT, .unwind_method = WALK_FAST};
 struct igprof_state igprof_state;
 
 /* Hidden here makes the linker-made section bounds hidden in the library. */
@@ -219,6 +219,7 @@ extern char *program_invocation_name;
 static void read_identity(void)
 {
   const char *name = program_invocation_name ? program_invocation_name : "";
+  igprof_format(igprof_state.invocation, sizeof igprof_state.invocation, "%s", name);
   const char *base = strrchr(name, '/');
   base = base ? base + 1 : name;
   igprof_format(igprof_state.program, sizeof igprof_state.program, "%s", base[0] ? base : "unknown");

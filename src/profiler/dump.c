@@ -368,7 +368,7 @@ static void write_header(struct igprof_out *o)
   igprof_out_str(o, "P=(HEX ID=");
   igprof_out_dec(o, (uint64_t) igprof_state.pid);
   igprof_out_str(o, " N=(");
-  igprof_out_name(o, program_invocation_name ? program_invocation_name : igprof_state.program);
+  igprof_out_name(o, igprof_state.invocation[0] ? igprof_state.invocation : igprof_state.program);
   igprof_out_str(o, ") T=");
   /* %f without stdio: six decimals, rounded. */
   double t = igprof_state.tick_period < 0 ? 0 : igprof_state.tick_period;

@@ -93,6 +93,8 @@ struct igprof_state {
   _Atomic int active;     /* hooks record events; 0 before start and after the final dump */
   pid_t pid;              /* pid this state belongs to (updated in a forked child) */
   char program[256];      /* basename of program_invocation_name */
+  char invocation[1024];  /* program_invocation_name at start-up (a program may later
+                           * overwrite its argv area, e.g. to set its title) */
   char exe[IGPROF_PATH_MAX]; /* /proc/self/exe at start-up */
   double tick_period;     /* T= in the dump header (0 unless a sampler sets it) */
 };
