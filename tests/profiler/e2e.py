@@ -111,6 +111,30 @@ def glibc_usable(n):
     return max(32, (n + 8 + 15) & ~15) - 8
 
 
+def scenario_unwind(a):
+    # both stack walkers give the same profile, frame for frame
+    stacks = {}
+    for method in ('libunwind', 'fast'):
+        for prog in ([a.memtest, 'basic'], [a.memtest, 'threads'], [a.cxxtest]):
+            r = run([a.igprof, '-mp', '--unwind', method, '-o', f'{method}.%p'] + prog)
+            eq(r.returncode, 0, f'{method} {prog[-1]}: exit status')
+            check('not built in' not in r.stderr, f'{method}: walker available')
+        for f in dumps(f'{method}.*'):
+            d = igdump.Dump(f)
+            for n in d.nodes:
+                if n.counters:
+                    # unresolved frames are named by absolute address: differs with ASLR
+                    frames = tuple('@?' if f.startswith('@?0x') else f for f in n.stack())
+                    key = (os.path.basename(d.program), frames)
+                    t = n.counters.get('MEM_TOTAL', (0, 0, 0))
+                    prev = stacks.setdefault(method, {}).get(key, (0, 0))
+                    stacks[method][key] = (prev[0] + t[0], prev[1] + t[1])
+    lu, fast = stacks.get('libunwind', {}), stacks.get('fast', {})
+    mine = lambda m: {k: v for k, v in m.items() if any(s.startswith(('do_', 'thread_', '_Z')) for s in k[1])}
+    eq(len(mine(lu)) > 10, True, 'stacks compared')
+    eq(mine(fast), mine(lu), 'identical stacks and counts with --unwind fast and libunwind')
+
+
 def scenario_overhead(a):
     for mode in ('include', 'delta'):
         r = run([a.igprof, '-mp', '-mo', mode, '-o', mode, a.memtest, 'basic'])
