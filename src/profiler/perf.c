@@ -65,19 +65,23 @@ static int perf_option(const char *key, const char *value, char *err, size_t err
  * timer is checked on the scheduler tick; when the tick found the thread in
  * a system call, the signal is delivered as that call returns, so the
  * interrupted instruction is the one right after the system-call
- * instruction. A tick in user mode interrupts anywhere else. So the samples
+ * instruction, or the system-call instruction itself when the kernel is
+ * about to restart the call (SA_RESTART). A tick in user mode interrupts
+ * anywhere else. So the samples
  * kept are the ticks that found the thread in user mode: the same split the
  * kernel uses for user and system time (getrusage, time(1)). */
 static int interrupted_after_syscall(const ucontext_t *uc)
 {
 #if defined(__x86_64__)
   const unsigned char *pc = (const unsigned char *) uc->uc_mcontext.gregs[REG_RIP];
-  if (((uintptr_t) pc & 4095) < 2) return 0; /* never read across a page start */
-  return pc[-2] == 0x0f && pc[-1] == 0x05;   /* syscall */
+  if (pc[0] == 0x0f && pc[1] == 0x05) return 1;   /* syscall, to be restarted */
+  if (((uintptr_t) pc & 4095) < 2) return 0;       /* never read across a page start */
+  return pc[-2] == 0x0f && pc[-1] == 0x05;         /* just returned from syscall */
 #elif defined(__aarch64__)
   const uint32_t *pc = (const uint32_t *) uc->uc_mcontext.pc;
+  if (pc[0] == 0xd4000001u) return 1; /* svc #0, to be restarted */
   if (((uintptr_t) pc & 4095) < 4) return 0;
-  return pc[-1] == 0xd4000001u; /* svc #0 */
+  return pc[-1] == 0xd4000001u;
 #else
   (void) uc;
   return 0;
