@@ -75,12 +75,27 @@ BURNER(after_join)
 BURNER(burn_off)
 BURNER(burn_on)
 
+static double thread_cpu(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Prints the CPU time each burner really took: on a loaded machine (or a VM
+ * with stolen time) the same loop does not always cost the same. */
 static __attribute__((noinline)) void ratio(void)
 {
-  for (int i = 0; i < 10; ++i) {
-    burn_three(3);
-    burn_one(1);
+  double three = 0, one = 0;
+  for (int i = 0; i < 3; ++i) {
+    double t0 = thread_cpu();
+    burn_three(9);
+    double t1 = thread_cpu();
+    burn_one(3);
+    three += t1 - t0;
+    one += thread_cpu() - t1;
   }
+  printf("burn_three %.4f burn_one %.4f\n", three, one);
 }
 
 static void *thread_a(void *p) { thread_burn_a((long) p); return NULL; }
