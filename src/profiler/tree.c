@@ -123,13 +123,23 @@ static inline size_t index_slot(const struct igprof_node *parent, uintptr_t pc)
 /* Find or create parent's child for pc. The index chain decides who
  * creates a node; the winner then links it into the parent's child list
  * (which only the dump and the fork reset walk). */
+#define SHORT_LIST 8
+
 static struct igprof_node *child(struct igprof_node *parent, uintptr_t pc)
 {
+  /* Most nodes have a few children, recently touched and in cache: look
+   * there first and go to the (cache-missing) index only for a long list
+   * or to create. Creation always goes through the index, which is what
+   * keeps two threads from adding the same child. */
+  int k = 0;
+  struct igprof_node *c = atomic_load_explicit(&parent->children, memory_order_acquire);
+  for (; c && k < SHORT_LIST; c = c->sibling, ++k)
+    if (c->pc == pc) return c;
   _Atomic(struct igprof_node *) *buckets = index_get();
   if (!buckets) return NULL;
   _Atomic(struct igprof_node *) *bucket = &buckets[index_slot(parent, pc)];
   struct igprof_node *head = atomic_load_explicit(bucket, memory_order_acquire);
-  for (struct igprof_node *c = head; c; c = c->hash_next)
+  for (c = head; c; c = c->hash_next)
     if (c->pc == pc && c->parent == parent) return c;
   struct igprof_node *fresh = igprof_arena_alloc(sizeof *fresh);
   if (!fresh) return NULL;
