@@ -193,6 +193,7 @@ static int core_option(const struct igprof_token *t, char *err, size_t errlen)
     if (strcmp(t->value, "fast") == 0) c->unwind_method = WALK_FAST;
     else if (strcmp(t->value, "libunwind") == 0) c->unwind_method = WALK_LIBUNWIND;
     else { igprof_format(err, errlen, "igprof:unwind must be fast or libunwind"); return -1; }
+    c->unwind_explicit = 1;
     return 0;
   }
   igprof_format(err, errlen, "unknown option 'igprof:%s%s'", t->key, t->has_value ? "=..." : "");

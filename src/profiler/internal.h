@@ -81,6 +81,7 @@ struct igprof_config {
   int depth;                          /* frames kept per stack */
   int dump_signal;                    /* -S, 0 if none */
   int unwind_method;                  /* enum walk_method */
+  int unwind_explicit;                /* --unwind given (else the default) */
   char output[IGPROF_PATH_MAX];       /* -o as given ("" = default name) */
   char dump_flag[IGPROF_PATH_MAX];    /* -D flag file ("" = none) */
   char target[256];                   /* -t ("" = every process) */

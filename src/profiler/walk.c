@@ -28,7 +28,8 @@ static enum walk_method method = WALK_LIBUNWIND;
 void igprof_walk_set_method(enum walk_method m)
 {
   if (m == WALK_FAST && !igprof_walk_fast_from_hook) {
-    igprof_warn("the fast stack walker is not built in; using libunwind");
+    /* Asked for by name: say so; as the default: quietly use libunwind. */
+    if (igprof_config.unwind_explicit) igprof_warn("the fast stack walker is not built in; using libunwind");
     m = WALK_LIBUNWIND;
   }
   method = m;
