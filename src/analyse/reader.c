@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -384,6 +385,23 @@ static size_t decode_name(char *s, size_t len)
   return o;
 }
 
+/* Canonical path of the first regular file called `name` in $PATH, or NULL. */
+static char *search_path(const char *name)
+{
+  const char *dirs = getenv("PATH");
+  char buf[4096];
+  for (const char *d = dirs ? dirs : ""; d && *d;) {
+    const char *colon = strchr(d, ':');
+    size_t n = colon ? (size_t) (colon - d) : strlen(d);
+    if (snprintf(buf, sizeof(buf), "%.*s/%s", (int) n, n ? d : ".", name) < (int) sizeof(buf)) {
+      struct stat sb;
+      if (stat(buf, &sb) == 0 && S_ISREG(sb.st_mode)) return realpath(buf, NULL);
+    }
+    d = colon ? colon + 1 : NULL;
+  }
+  return NULL;
+}
+
 /* FN<id>=(F<fid>[=(path)]+<off> N=(<name>))  -- p is just after "FN<id>". */
 static void parse_fn_definition(struct reader *rd, char **pp, int64_t id)
 {
@@ -399,8 +417,9 @@ static void parse_fn_definition(struct reader *rd, char **pp, int64_t id)
     if (!end) parse_error(rd, "malformed file definition: missing ')+' after the path");
     size_t len = decode_name(p, (size_t) (end - p));
     /* Like IgProf, canonicalise paths that exist here, so one library seen
-     * through two paths (/lib vs /usr/lib) is one library. */
-    char *real = *p == '/' ? realpath(p, NULL) : NULL;
+     * through two paths (/lib vs /usr/lib) is one library, and look bare
+     * program names up in $PATH. */
+    char *real = *p && !strchr(p, '/') ? search_path(p) : *p ? realpath(p, NULL) : NULL;
     file = real ? symtab_file(rd->st, real, strlen(real)) : symtab_file(rd->st, p, len);
     free(real);
     idmap_put(&rd->file_ids, (uint64_t) fid, file);
