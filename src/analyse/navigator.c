@@ -41,22 +41,6 @@ struct navigator {
 
 /* ---- output helpers (the page is written straight to the socket's FILE) ---- */
 
-static void put_html(FILE *out, const char *s)
-{
-  for (const unsigned char *p = (const unsigned char *) (s ? s : ""); *p; ++p) {
-    int n = utf8_sequence_length(p);
-    if (n == 0) { fputs("&#xfffd;", out); continue; }
-    if (n > 1) { fwrite(p, 1, (size_t) n, out); p += n - 1; continue; }
-    switch (*p) {
-    case '&': fputs("&amp;", out); break;
-    case '<': fputs("&lt;", out); break;
-    case '>': fputs("&gt;", out); break;
-    case '"': fputs("&quot;", out); break;
-    default: fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, out);
-    }
-  }
-}
-
 static void put_value(const struct navigator *nav, FILE *out, int64_t v)
 {
   char buf[64];
@@ -70,14 +54,14 @@ static void page_start(const struct navigator *nav, FILE *out, int status, const
   fprintf(out, "HTTP/1.0 %d %s\r\nContent-Type: text/html; charset=utf-8\r\nConnection: close\r\n\r\n",
           status, status == 200 ? "OK" : status == 404 ? "Not Found" : "Bad Request");
   fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>", out);
-  put_html(out, title);
+  html_write_string(out, title);
   fputs("</title><style>body{font-family:sans-serif}table{border-collapse:collapse}"
         "td,th{padding:1px 8px;text-align:right;white-space:nowrap}td:last-child,th:last-child{text-align:left}"
         "tr.main{font-weight:bold;background:#eef}a{text-decoration:none}</style></head><body>\n", out);
   fputs("<p><a href=\"/\">by cumulative</a> | <a href=\"/self\">by self</a> | ", out);
-  put_html(out, nav->path);
+  html_write_string(out, nav->path);
   fputs(": ", out);
-  put_html(out, nav->counter);
+  html_write_string(out, nav->counter);
   fputs(", total ", out);
   put_value(nav, out, nav->total);
   fputs(nav->is_time ? " seconds" : "", out);
@@ -105,7 +89,7 @@ static void put_rows(const struct navigator *nav, FILE *out, sqlite3_stmt *st, c
     fputs("</td><td>", out);
     put_value(nav, out, sqlite3_column_int64(st, 3));
     fprintf(out, "</td><td>%" PRId64 "</td><td><a href=\"/%" PRId64 "\">", (int64_t) sqlite3_column_int64(st, 4), rank);
-    put_html(out, (const char *) sqlite3_column_text(st, 5));
+    html_write_string(out, (const char *) sqlite3_column_text(st, 5));
     fputs("</a></td></tr>\n", out);
   }
 }
@@ -136,7 +120,7 @@ static void page_not_found(const struct navigator *nav, FILE *out, const char *w
 {
   page_start(nav, out, 404, "igprof: not found");
   fputs("<h1>Not found</h1>\n<p>", out);
-  put_html(out, what);
+  html_write_string(out, what);
   fputs("</p>\n", out);
   page_end(out);
 }
@@ -155,9 +139,9 @@ static void page_entry(const struct navigator *nav, FILE *out, int64_t rank)
   }
   page_start(nav, out, 200, (const char *) sqlite3_column_text(st, 5));
   fputs("<h1>", out);
-  put_html(out, (const char *) sqlite3_column_text(st, 5));
+  html_write_string(out, (const char *) sqlite3_column_text(st, 5));
   fputs("</h1>\n<p>", out);
-  put_html(out, (const char *) sqlite3_column_text(st, 6));
+  html_write_string(out, (const char *) sqlite3_column_text(st, 6));
   fputs("</p>\n<table>\n<tr><th>Rank</th><th>% total</th><th>Total / edge</th><th>Self / other's total</th>"
         "<th>Calls</th><th>Function</th></tr>\n", out);
   sqlite3_stmt *callers = prepare(nav, "SELECT p.self_id, p.pct, p.to_child_count, m.cumulative_count,"

@@ -7,25 +7,6 @@
 
 #include "report.h"
 
-static void put_html(FILE *out, const char *s)
-{
-  for (const unsigned char *p = (const unsigned char *) s; *p; ++p) {
-    int n = utf8_sequence_length(p);
-    if (n == 0) { fputs("&#xfffd;", out); continue; }
-    if (n > 1) { fwrite(p, 1, (size_t) n, out); p += n - 1; continue; }
-    switch (*p) {
-    case '&': fputs("&amp;", out); break;
-    case '<': fputs("&lt;", out); break;
-    case '>': fputs("&gt;", out); break;
-    case '"': fputs("&quot;", out); break;
-    default:
-      if (*p == '\t') fputs("&#9;", out);
-      else if (*p < 0x20 || *p == 0x7f) fputs("&#xfffd;", out);   /* not allowed in HTML text */
-      else fputc(*p, out);
-    }
-  }
-}
-
 static void put_value(const struct report *r, int64_t v)
 {
   char buf[64];
@@ -44,7 +25,7 @@ static void put_link(const struct report *r, uint32_t e)
 {
   const struct flat_entry *en = &r->flat->entries[e];
   fprintf(r->out, "<a href=\"#r%u\">", en->rank);
-  put_html(r->out, symtab_display(r->st, en->sym));
+  html_write_string(r->out, symtab_display(r->st, en->sym));
   fprintf(r->out, "</a> [%u]", en->rank);
 }
 
@@ -79,9 +60,9 @@ void report_html(const struct report *r)
   size_t n = report_table(r, &rows);
   const char *unit = r->is_time ? " seconds" : strncmp(r->key, "MEM_", 4) == 0 ? " bytes" : "";
   fprintf(out, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>igprof-analyse: ");
-  put_html(out, r->key);
+  html_write_string(out, r->key);
   fprintf(out, "</title><style>%s</style></head><body>\n<h1>", style);
-  put_html(out, r->key);
+  html_write_string(out, r->key);
   fputs("</h1>\n<p>Total: ", out);
   put_value(r, r->flat->totals);
   fprintf(out, "%s, %" PRId64 " calls.</p>\n<h2>Flat profile</h2>\n", unit, r->flat->totfreq);
@@ -112,9 +93,9 @@ void report_html(const struct report *r)
     fputs(" (self ", out);
     put_value(r, en->self[0]);
     fprintf(out, ")</td><td>%" PRId64 "</td><td>", en->cum[1]);
-    put_html(out, symtab_display(r->st, en->sym));
+    html_write_string(out, symtab_display(r->st, en->sym));
     fputs(" <small>", out);
-    put_html(out, symtab_file_display(r->st, en->sym));
+    html_write_string(out, symtab_file_display(r->st, en->sym));
     fputs("</small></td></tr>\n", out);
     put_edges(r, rows[i], 0);
     fputs("</tbody>\n", out);

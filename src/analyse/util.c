@@ -306,3 +306,22 @@ void json_write_string(FILE *out, const char *s)
   }
   fputc('"', out);
 }
+
+void html_write_string(FILE *out, const char *s)
+{
+  for (const unsigned char *p = (const unsigned char *) (s ? s : ""); *p; ++p) {
+    int n = utf8_sequence_length(p);
+    if (n == 0) { fputs("&#xfffd;", out); continue; }
+    if (n > 1) { fwrite(p, 1, (size_t) n, out); p += n - 1; continue; }
+    switch (*p) {
+    case '&': fputs("&amp;", out); break;
+    case '<': fputs("&lt;", out); break;
+    case '>': fputs("&gt;", out); break;
+    case '"': fputs("&quot;", out); break;
+    default:
+      if (*p == '\t') fputs("&#9;", out);
+      else if (*p < 0x20 || *p == 0x7f) fputs("&#xfffd;", out);   /* not allowed in HTML text */
+      else fputc(*p, out);
+    }
+  }
+}

@@ -83,4 +83,8 @@ int utf8_sequence_length(const unsigned char *p);
 /* Write s as a JSON string literal (with quotes). */
 void json_write_string(FILE *out, const char *s);
 
+/* Write s as HTML text: &<>" escaped; bytes that are not UTF-8 and control
+ * characters other than tab become U+FFFD. NULL writes nothing. */
+void html_write_string(FILE *out, const char *s);
+
 #endif
