@@ -41,7 +41,6 @@ int launch_parse(int argc, char **argv, const struct launch_option *table, size_
 /* "igprof" or "igtrace": the prefix of every message. */
 extern const char *launch_tool;
 
-/* "<tool>: message" on stderr, then exit(status). */
 /* Make the argument of the option whose token is `token` (e.g. "igprof:out=%s")
  * absolute, relative to the launcher's directory, so every process of the
  * tree writes where the user meant whatever directory it runs in. A
@@ -49,6 +48,7 @@ extern const char *launch_tool;
 void launch_absolute_paths(int argc, char **argv, const struct launch_option *table, size_t count,
                            const char *token);
 
+/* "<tool>: message" on stderr, then exit(status). */
 void launch_die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 
 /* Append a token to an option string (space-separated), with "%s" in

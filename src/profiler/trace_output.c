@@ -53,30 +53,12 @@ static int high_fd(void)
   return want;
 }
 
-/* Expand %p (pid) and %% in the -o name. */
-static void expand_output(char *dst, size_t cap)
-{
-  size_t n = 0;
-  for (const char *p = trace_config.output; *p && n + 1 < cap; ++p) {
-    if (p[0] == '%' && p[1] == 'p') {
-      n += igprof_format(dst + n, cap - n, "%d", (int) igprof_state.pid);
-      ++p;
-    } else if (p[0] == '%' && p[1] == '%') {
-      dst[n++] = '%';
-      ++p;
-    } else {
-      dst[n++] = *p;
-    }
-  }
-  dst[n < cap ? n : cap - 1] = 0;
-}
-
 int trace_output_open(void)
 {
   int fd;
   if (trace_config.output[0]) {
     char name[IGPROF_PATH_MAX];
-    expand_output(name, sizeof name);
+    igprof_expand_name(name, sizeof name, trace_config.output);
     fd = open(name, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
     if (fd < 0) {
       igprof_warn("trace: cannot open %s: %s", name, strerrorname_np(errno));
