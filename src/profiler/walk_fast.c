@@ -93,6 +93,7 @@ static _Atomic uint64_t pc_cache[PC_CACHE_SIZE];
 /* ---- per-thread state ---------------------------------------------------- */
 
 static IE_TLS uintptr_t stack_lo, stack_hi;
+static IE_TLS int in_rebuild; /* this thread holds the loader lock in rebuild() */
 static IE_TLS struct walk_fast_stats thread_stats;
 
 /* ---- per-thread stack memo ------------------------------------------------
@@ -285,13 +286,13 @@ static int same_modules(const struct module_snapshot *s, const struct build_stat
 static void rebuild(void) {
   struct build_state b = {0};
   /* dl_iterate_phdr holds the loader lock while we compile. A signal handler
-   * running on this thread meanwhile could walk with libunwind, which may
-   * wait for a lock held by a thread that is itself waiting for the loader
-   * lock: keep signals out until the lock is released. */
-  sigset_t all, saved;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &saved);
+   * running on this thread meanwhile must not enter libunwind, which may wait
+   * for a lock held by a thread that is itself waiting for the loader lock:
+   * such a walk stops at its first frame that recipes cannot step. Signals
+   * stay unblocked, so the sampler loses nothing while a library loads. */
   pthread_mutex_lock(&rebuild_lock);
+  in_rebuild = 1;
+  atomic_signal_fence(memory_order_seq_cst);
   dl_iterate_phdr(collect_module, &b);
   sort_modules(b.modules, b.count);
   struct module_snapshot *old = atomic_load_explicit(&current_snapshot, memory_order_relaxed);
@@ -312,8 +313,9 @@ static void rebuild(void) {
   }
   if (b.modules)
     munmap(b.modules, (size_t)b.capacity * sizeof *b.modules);
+  atomic_signal_fence(memory_order_seq_cst);
+  in_rebuild = 0;
   pthread_mutex_unlock(&rebuild_lock);
-  pthread_sigmask(SIG_SETMASK, &saved, NULL);
 }
 
 void igprof_walk_fast_init(void) {
@@ -444,7 +446,7 @@ static int seek_frame(unw_cursor_t *c, const struct frame_regs *target, int limi
 static enum step unwinder_step(struct walk *w, struct frame_recipe rc, int known) {
   /* libunwind reads the instructions at pc and, without unwind info, the
    * frame-pointer chain, and checks neither: prove both mapped first. */
-  if (!known && !frame_memory_mapped(w->regs.pc, 16))
+  if (in_rebuild || (!known && !frame_memory_mapped(w->regs.pc, 16)))
     return STEP_CUT;
   ucontext_t uc;
   unw_cursor_t cursor;
@@ -672,6 +674,8 @@ static int unwinder_walk(struct walk *w, const struct module_snapshot *s, uintpt
   ucontext_t uc;
   unw_cursor_t cursor;
   thread_stats.walks_unwinder++;
+  if (in_rebuild)
+    return 0; /* see rebuild(): no libunwind while this thread holds the loader lock */
   if (w->uc) {
     uc = *w->uc;
   } else {

@@ -143,17 +143,29 @@ NOINLINE static unsigned burn_nested(int depth, int rounds) {
 
 static const char *plugin_path;
 
+/* The harness's reference walk runs libunwind in the sampler's handler; on
+ * a thread inside dl_iterate_phdr that can deadlock against another thread
+ * in libunwind, so the sampler is held off while the walker rebuilds. */
+static void modules_changed(void) {
+  sigset_t prof, saved;
+  sigemptyset(&prof);
+  sigaddset(&prof, SIGPROF);
+  pthread_sigmask(SIG_BLOCK, &prof, &saved);
+  igprof_walk_fast_modules_changed();
+  pthread_sigmask(SIG_SETMASK, &saved, NULL);
+}
+
 NOINLINE static void plugin_cycle(void) {
   void *h = dlopen(plugin_path, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     fprintf(stderr, "walk_corpus: dlopen %s: %s\n", plugin_path, dlerror());
     exit(2);
   }
-  igprof_walk_fast_modules_changed();
+  modules_changed();
   void (*entry)(int) = (void (*)(int))dlsym(h, "corpus_plugin_entry");
   entry(5);
   dlclose(h);
-  igprof_walk_fast_modules_changed();
+  modules_changed();
 }
 
 /* ---- one round of everything --------------------------------------------- */
