@@ -213,7 +213,7 @@ static int perf_start(void)
   }
   igprof_state.tick_period = (double) perf_period_ns() / 1e9;
   atomic_store(&sampling_on, !perf_config.start_disabled);
-  if (perf_config.clock == PERF_CLOCK_REAL) perf_wait_start();
+  perf_wait_start();
   if (perf_timer_thread_start() != 0) {
     igprof_warn("perf: cannot create a sampling timer: %s",
                 strerrorname_np(errno) ? strerrorname_np(errno) : "error");

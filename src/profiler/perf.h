@@ -4,7 +4,7 @@
  *               fork/exec/thread callbacks, statistics
  * perf_timer.c  one POSIX timer per thread, the registry of all of them,
  *               and the choice of the real-time signal they send
- * perf_wait.c   -pr only: calls that sleep are timed instead of interrupted
+ * perf_wait.c   fork, and with -pr the calls that sleep: timed, not interrupted
  *
  * See docs/cpu-profiling.md for the why of each choice.
  */
@@ -40,6 +40,10 @@ extern const int perf_cookie;
  * pending), from SIGRTMAX downwards. Returns the signal or -1. */
 int perf_choose_signal(int avoid);
 
+/* The clock the timers count: the calling thread's CPU clock, or
+ * CLOCK_MONOTONIC with -pr. */
+clockid_t perf_timer_clock(void);
+
 /* The sampling period in nanoseconds (from perf_config.hz). */
 int64_t perf_period_ns(void);
 
@@ -72,7 +76,8 @@ void perf_timer_drain_pending(void);
 
 /* ---- perf_wait.c ---------------------------------------------------- */
 
-/* Install the -pr hooks on the calls that sleep. Returns how many failed. */
+/* Install the fork hook, and with -pr the hooks on the calls that sleep.
+ * Returns how many required hooks failed. */
 int perf_wait_start(void);
 
 /* perf.c: credit `ticks` samples to the stack of a hook's caller. */

@@ -95,7 +95,7 @@ static struct perf_slot *claim_slot(void)
 /* -pp and -pu both count the thread's CPU time exactly (the scheduler's
  * runtime, not tick-sampled user/system times); -pu drops the samples that
  * fell in the kernel (perf.c). */
-static clockid_t thread_clock(void)
+clockid_t perf_timer_clock(void)
 {
   return perf_config.clock == PERF_CLOCK_REAL ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
 }
@@ -112,7 +112,7 @@ int perf_timer_thread_start(void)
   sev.sigev_value.sival_ptr = (void *) &perf_cookie;
   sev._sigev_un._tid = tid; /* sigev_notify_thread_id */
   int id = -1;
-  if (syscall(SYS_timer_create, thread_clock(), &sev, &id) != 0) return -1;
+  if (syscall(SYS_timer_create, perf_timer_clock(), &sev, &id) != 0) return -1;
   atomic_store(&my_slot->timer, id);
   paused_remaining = 0;
   if (!atomic_load(&timers_stopped)) sys_timer_settime(id, perf_period_ns(), NULL);

@@ -1,8 +1,9 @@
-/* -pr: sleeping threads are sampled without being woken.
+/* Calls during which a thread's sampling timer rests, and is credited after.
  *
- * A wall-clock timer keeps firing while its thread sleeps, and a signal
- * handler that runs during nanosleep, poll, select, epoll_wait, sigsuspend,
- * pause, sem_wait, semop, msgrcv and the like ends that call with EINTR whatever SA_RESTART
+ * -pr: sleeping threads are sampled without being woken. A wall-clock timer
+ * keeps firing while its thread sleeps, and a signal handler that runs
+ * during nanosleep, poll, select, epoll_wait, sigsuspend, pause, sem_wait,
+ * semop, msgrcv and the like ends that call with EINTR whatever SA_RESTART
  * says (signal(7)): sleep(1) would return at once. So around each such call
  * the thread's timer rests; after it, the thread's stack at the call is
  * credited with exactly the expiries the timer would have had in that time,
@@ -13,6 +14,11 @@
  * Calls that SA_RESTART does restart (read, write, waitpid, futex waits in
  * pthread_mutex_lock/pthread_join ...) are left alone: the signal samples
  * them where they block and the kernel resumes them.
+ *
+ * fork, in every mode: a signal that arrives while the kernel copies a large
+ * address space can make it start the copy again (IgProf's livelock), so
+ * the timer rests over fork too, and the time fork took (CPU time, or wall
+ * time with -pr) goes to the caller of fork, as the samples would have.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -27,10 +33,11 @@
 #include <sys/sem.h>
 #include <sys/select.h>
 #include <time.h>
+#include <unistd.h>
 
 struct wait_ctx {
   int64_t remaining_ns; /* the timer's position in its period; 0: not timed */
-  struct timespec start;
+  struct timespec start; /* on the timer's clock */
 };
 
 static int64_t elapsed_ns(const struct timespec *a, const struct timespec *b)
@@ -46,23 +53,23 @@ static int wait_begin(struct wait_ctx *w)
   w->remaining_ns = 0;
   if (!atomic_load_explicit(&igprof_state.active, memory_order_relaxed) || !igprof_enter()) return 0;
   w->remaining_ns = perf_timer_sleep_begin();
-  if (w->remaining_ns > 0) clock_gettime(CLOCK_MONOTONIC, &w->start);
+  if (w->remaining_ns > 0) clock_gettime(perf_timer_clock(), &w->start);
   igprof_leave();
   return w->remaining_ns > 0;
 }
 
-static void wait_end(struct wait_ctx *w, void *caller_ret)
+/* Resume the timer; credit the expiries it missed to caller_ret's stack
+ * unless `credit` is 0. */
+static void wait_end(struct wait_ctx *w, void *caller_ret, int credit)
 {
   if (w->remaining_ns <= 0) return;
   int saved = errno;
   struct timespec end;
-  clock_gettime(CLOCK_MONOTONIC, &end);
+  clock_gettime(perf_timer_clock(), &end);
   int entered = igprof_enter();
   int64_t ticks = perf_timer_sleep_end(w->remaining_ns, elapsed_ns(&w->start, &end));
-  if (entered) {
-    perf_credit_hook(caller_ret, ticks);
-    igprof_leave();
-  }
+  if (entered && credit) perf_credit_hook(caller_ret, ticks);
+  if (entered) igprof_leave();
   errno = saved;
 }
 
@@ -74,7 +81,7 @@ static void wait_end(struct wait_ctx *w, void *caller_ret)
     struct wait_ctx wait_;                                         \
     if (!wait_begin(&wait_)) return real_##name args;              \
     ret rc = real_##name args;                                     \
-    wait_end(&wait_, __builtin_return_address(0));                 \
+    wait_end(&wait_, __builtin_return_address(0), 1);              \
     return rc;                                                     \
   }
 
@@ -115,9 +122,26 @@ static const struct wait_hook wait_hooks[] = {
   WAIT_HOOK(semtimedop), WAIT_HOOK(msgrcv),
 };
 
+static pid_t (*real_fork)(void);
+
+static pid_t hook_fork(void)
+{
+  struct wait_ctx wait_;
+  if (!wait_begin(&wait_)) return real_fork();
+  pid_t pid = real_fork();
+  /* The child has a timer of its own by now (fork_child) and starts from
+   * zero; -pu does not count fork, which is kernel time. */
+  if (pid != 0) wait_end(&wait_, __builtin_return_address(0), perf_config.clock != PERF_CLOCK_USER);
+  return pid;
+}
+
 int perf_wait_start(void)
 {
   int failed = 0;
+  /* Without this hook the atfork handlers still rest the timer over fork;
+   * only the credit for fork's own time is lost. */
+  real_fork = igprof_hook("perf", "fork", (void *) hook_fork, 0);
+  if (perf_config.clock != PERF_CLOCK_REAL) return 0;
   for (size_t i = 0; i < sizeof wait_hooks / sizeof wait_hooks[0]; ++i) {
     const struct wait_hook *h = &wait_hooks[i];
     /* Without the hook the call still works, but -pr signals can cut it

@@ -13,7 +13,8 @@
  *                       frees all but 10; burn_one burns 10 units
  *   cputest execbusy P  a thread burns CPU while main execs P (no args)
  *   cputest forkkeep    burn_three(15), then a child burns burn_one(10)
- *   cputest bigfork     touches 256 MiB, then forks 5 children that exit
+ *   cputest bigfork     touches 256 MiB, then forks 10 children that exit;
+ *                       prints the CPU time the forks took
  *   cputest allocloop   300000 malloc/free pairs in alloc_loop
  *   cputest waits       each call that a signal would cut short (poll,
  *                       select, epoll_wait, sigtimedwait, sem_timedwait,
@@ -299,10 +300,15 @@ static __attribute__((noinline)) void sys_burn(void)
   fclose(f);
 }
 
+static double thread_cpu(void);
+
 static void usersys(void)
 {
+  double t0 = thread_cpu();
   user_burn();
+  double t1 = thread_cpu();
   sys_burn();
+  printf("user_burn %.4f sys_burn %.4f\n", t1 - t0, thread_cpu() - t1);
 }
 
 static __attribute__((noinline)) void alloc_some(void)
@@ -354,6 +360,9 @@ static void forkkeep(void)
   printf("child: %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 }
 
+/* Its own frame, so the time fork takes has a leaf of its own. */
+static __attribute__((noinline)) pid_t do_fork(void) { return fork(); }
+
 static void bigfork(void)
 {
   size_t size = 256u << 20;
@@ -361,13 +370,16 @@ static void bigfork(void)
   if (!mem) abort();
   for (size_t i = 0; i < size; i += 4096) mem[i] = (char) i;
   int ok = 0;
-  for (int i = 0; i < 5; ++i) {
-    pid_t pid = fork();
+  double in_fork = 0;
+  for (int i = 0; i < 10; ++i) {
+    double t0 = thread_cpu();
+    pid_t pid = do_fork();
     if (pid == 0) _exit(mem[(size_t) i * 4096] == (char) (i * 4096) ? 0 : 1);
+    in_fork += thread_cpu() - t0;
     int st;
     if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0) ++ok;
   }
-  printf("forks: %d\n", ok);
+  printf("forks: %d\nCPU in fork: %.4f\n", ok, in_fork);
 }
 
 /* ---- -pr: calls that sleep ------------------------------------------- */
