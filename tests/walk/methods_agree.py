@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""igprof -mp --unwind fast and --unwind libunwind must record the same
+stacks: the call trees of the two dumps, with their counters, are equal.
+
+Each program runs once per method, without address randomisation (setarch
+-R) so that programs which hash pointers allocate the same way each time.
+Dumps are compared after removing what legitimately differs between two
+runs: pids and times, and leak addresses (leak sizes are kept, as a sorted
+list per node). Frames are module-relative (F<n>+offset), so any
+difference in a walked stack shows up as a difference in the tree.
+
+usage: methods_agree.py IGPROF CXX_PROGRAM
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+PROGRAMS = [
+    ['sqlite3', ':memory:',
+     'create table t(a integer primary key, b text);'
+     'with recursive c(x) as (select 1 union all select x + 1 from c where x < 20000) '
+     'insert into t select x, hex(x * 7919) from c;'
+     'create index tb on t(b); select count(*), max(b) from t;'],
+    ['python3', '-c', 'import json, re\n'
+     'd = {str(i): [i] * (i % 7) for i in range(20000)}\n'
+     's = json.dumps(d)\nprint(len(s), len(re.findall(r"\\d+", s)))'],
+]
+ABS = re.compile(r'N=\(@\?0x[0-9a-f]+\)')
+LEAKS = re.compile(r'((?:;LK=\(0x[0-9a-f]+,[0-9a-f]+\))+)')
+LEAK = re.compile(r';LK=\(0x[0-9a-f]+,([0-9a-f]+)\)')
+
+
+def normalise(path):
+    out = []
+    with open(path, errors='replace') as f:
+        for line in f:
+            if line.startswith('P=('):
+                continue  # pid, program name, time
+            line = ABS.sub('N=(@?)', line.rstrip('\n'))
+            m = LEAKS.search(line)
+            if m:
+                sizes = sorted(LEAK.findall(m.group(1)), key=lambda s: int(s, 16))
+                line = line[:m.start()] + ';LK=' + ','.join(sizes) + line[m.end():]
+            out.append(line)
+    return out
+
+
+def run(igprof, method, argv, tmp):
+    """All dumps of the run (one per process), normalised, in a stable order."""
+    outdir = os.path.join(tmp, method)
+    os.mkdir(outdir)
+    env = dict(os.environ, PYTHONHASHSEED='0')
+    # Without address randomisation: cc1plus hashes pointers, so its
+    # allocations differ from run to run when the layout does.
+    r = subprocess.run(['setarch', '-R', igprof, '-mp', '--unwind', method, '-o',
+                        os.path.join(outdir, 'ig.%p'), '--'] + argv,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp)
+    if r.returncode != 0:
+        sys.exit(f'FAIL: {argv[0]} under --unwind {method} exited {r.returncode}: {r.stderr!r}')
+    dumps = []
+    for name in os.listdir(outdir):
+        with open(os.path.join(outdir, name), errors='replace') as f:
+            program = f.readline()
+        program = re.sub(r'ID=[0-9]+|T=[0-9.]+', '', program)
+        dumps.append((program, normalise(os.path.join(outdir, name))))
+    dumps.sort()
+    return [l for program, lines in dumps for l in [program.strip()] + lines], r.stdout
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit('usage: methods_agree.py IGPROF CXX_PROGRAM')
+    igprof = os.path.abspath(sys.argv[1])
+    # Our own C++ workload (exceptions, qsort callbacks, inlining); compilers
+    # are no good here: their allocations follow the profiler's own mmaps.
+    PROGRAMS.append([os.path.abspath(sys.argv[2])])
+    failures = 0
+    for argv in PROGRAMS:
+        with tempfile.TemporaryDirectory() as tmp:
+            fast, out_fast = run(igprof, 'fast', argv, tmp)
+            slow, out_slow = run(igprof, 'libunwind', argv, tmp)
+            frames = sum(1 for l in fast if l.startswith('C'))
+            if out_fast != out_slow:
+                print(f'FAIL: {argv[0]}: program output differs between methods')
+                failures += 1
+            elif fast != slow:
+                diff = [(a, b) for a, b in zip(fast, slow) if a != b][:3]
+                print(f'FAIL: {argv[0]}: dumps differ ({len(fast)} vs {len(slow)} lines); first:')
+                for a, b in diff:
+                    print(f'  fast:      {a[:200]}\n  libunwind: {b[:200]}')
+                failures += 1
+            elif frames < 200:
+                print(f'FAIL: {argv[0]}: only {frames} call-tree nodes, the test proves little')
+                failures += 1
+            else:
+                print(f'ok: {argv[0]}: identical dumps, {frames} call-tree nodes')
+    return 1 if failures else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
