@@ -438,7 +438,7 @@ def scenario_options(a):
 
 
 def scenario_with_igprof(a):
-    """$IGPROF mem and $IGTRACE in one process: a dump and a trace."""
+    """$IGPROF (mem, perf) and $IGTRACE in one process: a dump and a trace."""
     prog = os.path.join(a.progs, 'memseq')
     dump = os.path.join(a.tmp, 'both.%p')
     env = dict(os.environ, IGTRACE='mem')
@@ -451,6 +451,16 @@ def scenario_with_igprof(a):
         text = open(files[0]).read()
         check('MEM_TOTAL' in text and 'MEM_LIVE' in text, 'dump has the memory counters')
     check_memseq(r)
+    # The CPU sampler and -tt: a PERF_TICKS dump and every throw.
+    env = dict(os.environ, IGTRACE='throw demangle')
+    r = run([a.igprof, '-pp', '-o', os.path.join(a.tmp, 'cpu.%p'), os.path.join(a.progs, 'throws')], env=env)
+    eq((r.returncode, r.stdout), (0, 'caught 8\n'), '-pp: status and output')
+    dumps = glob.glob(os.path.join(a.tmp, 'cpu.*'))
+    eq(len(dumps), 1, '-pp: one dump')
+    if dumps:
+        check('PERF_TICKS' in open(dumps[0]).read(), '-pp: dump has PERF_TICKS')
+    eq([k for k, *_ in throw_summary(parse(r.stderr))], ['THROW', 'THROW', 'THROW', 'RETHROW', 'THROW'],
+       '-pp: throw blocks')
 
 
 def scenario_real(a, name):
