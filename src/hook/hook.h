@@ -25,7 +25,9 @@
  * - A global lookup never yields a PLT stub: when dlsym finds a non-PIE
  *   executable's canonical PLT entry for the name, the library definition it
  *   stands for is used instead.
- * - Not async-signal-safe (takes the loader lock).
+ * - Not async-signal-safe (takes the loader lock). In particular, not in a
+ *   child forked from a multi-threaded process before it execs: another
+ *   thread of the parent may have held the loader lock at the fork.
  */
 #ifndef IGPROF_HOOK_H
 #define IGPROF_HOOK_H
