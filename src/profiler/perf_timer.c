@@ -30,6 +30,7 @@ struct perf_slot {
   struct perf_slot *next; /* immutable once published */
   _Atomic int owned;
   _Atomic int timer;      /* kernel timer id, -1 when the thread has none */
+  _Atomic int resting;    /* its thread paused it (fork, -pr sleep): re-arming is the thread's job */
 };
 
 static _Atomic(struct perf_slot *) slots;
@@ -113,6 +114,7 @@ int perf_timer_thread_start(void)
   sev._sigev_un._tid = tid; /* sigev_notify_thread_id */
   int id = -1;
   if (syscall(SYS_timer_create, perf_timer_clock(), &sev, &id) != 0) return -1;
+  atomic_store(&my_slot->resting, 0);
   atomic_store(&my_slot->timer, id);
   paused_remaining = 0;
   if (!atomic_load(&timers_stopped)) sys_timer_settime(id, perf_period_ns(), NULL);
@@ -130,29 +132,36 @@ void perf_timer_thread_stop(void)
 
 static int my_timer(void) { return my_slot ? atomic_load(&my_slot->timer) : -1; }
 
-void perf_timer_pause(void)
+/* Disarm the calling thread's timer; returns what was left of its period
+ * (0 if it had none or was already resting). */
+static int64_t rest(void)
 {
   int id = my_timer();
   int64_t left = 0;
-  if (id >= 0 && sys_timer_settime(id, 0, &left) == 0) paused_remaining = left;
+  if (id < 0 || atomic_load(&my_slot->resting)) return 0; /* an outer call rests it */
+  atomic_store(&my_slot->resting, 1);
+  if (sys_timer_settime(id, 0, &left) != 0) left = 0;
+  if (left <= 0) atomic_store(&my_slot->resting, 0);
+  return left;
 }
+
+static void wake(int id, int64_t next_ns)
+{
+  atomic_store(&my_slot->resting, 0);
+  if (!atomic_load(&timers_stopped)) sys_timer_settime(id, next_ns, NULL);
+}
+
+void perf_timer_pause(void) { paused_remaining = rest(); }
 
 void perf_timer_resume(void)
 {
   int id = my_timer();
   int64_t left = paused_remaining;
   paused_remaining = 0;
-  if (id < 0 || left <= 0 || atomic_load(&timers_stopped)) return;
-  sys_timer_settime(id, left, NULL);
+  if (id >= 0 && left > 0) wake(id, left);
 }
 
-int64_t perf_timer_sleep_begin(void)
-{
-  int id = my_timer();
-  int64_t left = 0;
-  if (id < 0 || sys_timer_settime(id, 0, &left) != 0) return 0;
-  return left;
-}
+int64_t perf_timer_sleep_begin(void) { return rest(); }
 
 int64_t perf_timer_sleep_end(int64_t remaining_ns, int64_t elapsed_ns)
 {
@@ -166,7 +175,7 @@ int64_t perf_timer_sleep_end(int64_t remaining_ns, int64_t elapsed_ns)
     ticks = 1 + past / period;
     next = period - past % period;
   }
-  if (!atomic_load(&timers_stopped)) sys_timer_settime(id, next, NULL);
+  wake(id, next);
   return ticks;
 }
 
@@ -174,7 +183,10 @@ static void set_all(int64_t value_ns)
 {
   for (struct perf_slot *s = atomic_load(&slots); s; s = s->next) {
     int id = atomic_load(&s->timer);
-    /* A thread exiting at the same time may have deleted it: EINVAL, harmless. */
+    /* A resting timer is re-armed by its own thread when its call returns;
+     * arming it here would send signals into that call. A thread exiting at
+     * the same time may have deleted its timer: EINVAL, harmless. */
+    if (value_ns > 0 && atomic_load(&s->resting)) continue;
     if (atomic_load(&s->owned) && id >= 0) sys_timer_settime(id, value_ns, NULL);
   }
 }
@@ -197,6 +209,7 @@ void perf_timer_fork_child(void)
    * exists to own one. */
   for (struct perf_slot *s = atomic_load(&slots); s; s = s->next) {
     atomic_store(&s->timer, -1);
+    atomic_store(&s->resting, 0);
     atomic_store(&s->owned, 0);
   }
   my_slot = NULL;

@@ -356,6 +356,18 @@ def scenario_fork(a):
             eq(ticks(child, leaf('burn_three')), 0, 'without -pk the child starts from zero')
 
 
+def scenario_execfail(a):
+    # A failed exec re-arms the timers, but not the one a sleeping thread
+    # rests under -pr: its sleep must still end normally.
+    # An executable file the kernel cannot run: exec gets as far as it can.
+    with open('not-a-program', 'wb') as f:
+        f.write(b'\x7fELF' + bytes(60))
+    os.chmod('not-a-program', 0o755)
+    bad = os.path.abspath('not-a-program')
+    same_as_native(a, [a.cputest, 'execfail', bad], opts=('-pr',), check_dumps=False)
+    same_as_native(a, [a.cputest, 'execfail', bad], opts=('-pp',), check_dumps=False)
+
+
 def scenario_bigfork(a):
     # 256 MiB to copy at fork, a timer period of 100 us: the timer rests over
     # fork (on older kernels a signal meanwhile restarts the copy, for ever),

@@ -12,6 +12,8 @@
  *   cputest mixed       alloc_some makes 1000 blocks of 100 bytes and
  *                       frees all but 10; burn_one burns 10 units
  *   cputest execbusy P  a thread burns CPU while main execs P (no args)
+ *   cputest execfail P  a thread sleeps 300 ms in one nanosleep while main
+ *                       fails to exec P; prints how the sleep ended
  *   cputest forkkeep    burn_three(15), then a child burns burn_one(10)
  *   cputest bigfork     touches 256 MiB, then forks 10 children that exit;
  *                       prints the CPU time the forks took
@@ -347,6 +349,27 @@ static void execbusy(const char *prog)
   exit(126);
 }
 
+static void *long_sleep(void *p)
+{
+  (void) p;
+  struct timespec ts = {0, 300000000L};
+  int rc = nanosleep(&ts, NULL);
+  printf("nanosleep: %s\n", rc == 0 ? "slept" : strerror(errno));
+  return NULL;
+}
+
+static void execfail(const char *prog)
+{
+  pthread_t t;
+  pthread_create(&t, NULL, long_sleep, NULL);
+  struct timespec ts = {0, 50000000L};
+  nanosleep(&ts, NULL);
+  execl(prog, prog, (char *) NULL);
+  printf("exec: %s\n", strerror(errno));
+  fflush(stdout);
+  pthread_join(t, NULL);
+}
+
 static void forkkeep(void)
 {
   burn_three(15);
@@ -489,9 +512,10 @@ int main(int argc, char **argv)
   else if (!strcmp(what, "execbusy") && argc > 2) execbusy(argv[2]);
   else if (!strcmp(what, "bigfork")) bigfork();
   else if (!strcmp(what, "forkkeep")) forkkeep();
+  else if (!strcmp(what, "execfail") && argc > 2) execfail(argv[2]);
   else if (!strcmp(what, "waits")) waits();
   else {
-    fprintf(stderr, "usage: cputest ratio|threads|afterjoin|sleephalf|robust|usersys|mixed|allocloop|execbusy PROG|forkkeep|bigfork|waits|enable\n");
+    fprintf(stderr, "usage: cputest ratio|threads|afterjoin|sleephalf|robust|usersys|mixed|allocloop|execbusy PROG|execfail PROG|forkkeep|bigfork|waits|enable\n");
     return 2;
   }
   return 0;
