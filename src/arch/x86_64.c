@@ -495,6 +495,32 @@ static enum arch_reloc_status relocate_rip_operand(struct reloc_ctx *c,
               "rip-relative operand out of +-2GiB of the trampoline");
 }
 
+/* One source instruction at pc, by its kind of PC-relative operand. */
+static enum arch_reloc_status relocate_one(struct reloc_ctx *c, const ZydisDecodedInstruction *in,
+                                           const uint8_t *src, uintptr_t pc)
+{
+  enum arch_reloc_status st;
+  if (has_relative_imm(in)) {
+    if (in->mnemonic == ZYDIS_MNEMONIC_XBEGIN)
+      return fail(c, ARCH_RELOC_UNRELOCATABLE, in, pc, "transaction abort address cannot be moved");
+    st = relocate_branch(c, in, src, pc);
+  } else if (has_rip_operand(in)) {
+    st = relocate_rip_operand(c, in, src, pc);
+  } else {
+    uint8_t *p = reserve(c, in->length);
+    st = p ? ARCH_RELOC_OK : ARCH_RELOC_NO_SPACE;
+    if (p) {
+      memcpy(p, src, in->length);
+      c->written += in->length;
+    }
+  }
+  if (st == ARCH_RELOC_NO_SPACE) {
+    struct message m = message_start(c->reason, c->reason_cap);
+    message_str(&m, "trampoline buffer too small");
+  }
+  return st;
+}
+
 enum arch_reloc_status arch_relocate(const void *src, uintptr_t src_pc, size_t min_bytes,
                                      size_t src_limit, void *dst, uintptr_t dst_pc,
                                      size_t dst_cap, struct arch_relocation *out)
@@ -525,31 +551,11 @@ enum arch_reloc_status arch_relocate(const void *src, uintptr_t src_pc, size_t m
       return ARCH_RELOC_UNDECODABLE;
     }
     uintptr_t pc = src_pc + consumed;
-    enum arch_reloc_status st;
-    if (has_relative_imm(&in)) {
-      if (in.mnemonic == ZYDIS_MNEMONIC_XBEGIN)
-        return fail(&c, ARCH_RELOC_UNRELOCATABLE, &in, pc,
-                    "transaction abort address cannot be moved");
+    if (has_relative_imm(&in))
       branch_targets[nbranch++] = relative_target(&in, pc);
-      st = relocate_branch(&c, &in, code + consumed, pc);
-    } else if (has_rip_operand(&in)) {
-      st = relocate_rip_operand(&c, &in, code + consumed, pc);
-    } else {
-      uint8_t *p = reserve(&c, in.length);
-      st = p ? ARCH_RELOC_OK : ARCH_RELOC_NO_SPACE;
-      if (p) {
-        memcpy(p, code + consumed, in.length);
-        c.written += in.length;
-      }
-    }
-    if (st != ARCH_RELOC_OK) {
-      if (st == ARCH_RELOC_NO_SPACE)
-      {
-        struct message m = message_start(out->reason, sizeof out->reason);
-        message_str(&m, "trampoline buffer too small");
-      }
+    enum arch_reloc_status st = relocate_one(&c, &in, code + consumed, pc);
+    if (st != ARCH_RELOC_OK)
       return st;
-    }
     consumed += in.length;
     out->instructions++;
     if (is_flow_end(&in) && consumed < min_bytes && !src_limit) {

@@ -55,6 +55,8 @@ struct candidate {
 /* Shared with the scratch children. */
 struct outcome {
   int status;
+  int crash_signal;       /* with STATUS_CRASH: the signal, 0 for wrong results */
+  int crash_in_workload;  /* with STATUS_CRASH: while calling, not installing */
   struct hook_result result;
 };
 
@@ -213,6 +215,14 @@ struct range {
   size_t from, to;
 };
 
+/* The hooks of r that installed fine fail only in combination. */
+static void mark_unresolved(struct outcome *out, struct range r)
+{
+  for (size_t i = r.from; i < r.to; i++)
+    if (out[i].status == HOOK_OK || out[i].status == HOOK_ERR_ALREADY_HOOKED)
+      out[i].status = STATUS_UNRESOLVED;
+}
+
 /* Run one child over [from, to). Returns 0 when it installed everything and
  * its workload gave the expected results, 1 when it failed (died or wrong
  * results; *phase says whether it was still installing), -1 if no child
@@ -245,8 +255,7 @@ static int run_child(const struct check *c, struct range r, struct outcome *out,
  * (mprotect, memcpy...) rather than itself, so the function being installed
  * when a child died is not trusted as the culprit. The outcomes live in a
  * shared mapping of *mapped bytes that the caller unmaps. */
-static int hook_all(const struct check *c, struct outcome **outcomes, size_t *mapped,
-                    int *crash_signal, int *crash_in_workload, size_t *unresolved)
+static int hook_all(const struct check *c, struct outcome **outcomes, size_t *mapped)
 {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   size_t out_bytes = round_up(c->ncand * sizeof(struct outcome) + sizeof(size_t), page);
@@ -294,12 +303,12 @@ static int hook_all(const struct check *c, struct outcome **outcomes, size_t *ma
       continue;
     if (r.to - r.from == 1) {
       out[r.from].status = STATUS_CRASH;
-      crash_signal[r.from] = signal;
-      crash_in_workload[r.from] = in_workload;
+      out[r.from].crash_signal = signal;
+      out[r.from].crash_in_workload = in_workload;
       continue;
     }
     if (ntodo + 2 > MAX_RANGES || nfailed == MAX_RANGES) {
-      *unresolved += r.to - r.from;
+      mark_unresolved(out, r);
       continue;
     }
     failed[nfailed++] = r;
@@ -313,13 +322,8 @@ static int hook_all(const struct check *c, struct outcome **outcomes, size_t *ma
     int culprit = 0;
     for (size_t i = failed[f].from; i < failed[f].to && !culprit; i++)
       culprit = out[i].status == STATUS_CRASH || out[i].status == STATUS_UNRESOLVED;
-    if (!culprit) {
-      for (size_t i = failed[f].from; i < failed[f].to; i++)
-        if (out[i].status == HOOK_OK || out[i].status == HOOK_ERR_ALREADY_HOOKED) {
-          out[i].status = STATUS_UNRESOLVED;
-          ++*unresolved;
-        }
-    }
+    if (!culprit)
+      mark_unresolved(out, failed[f]);
   }
   *outcomes = out;
   *mapped = out_bytes + stub_bytes;
@@ -331,6 +335,47 @@ static const char *status_name(int st)
   return st == STATUS_CRASH        ? "crash"
          : st == STATUS_UNRESOLVED ? "crash-together"
                                    : hook_status_str((enum hook_status)st);
+}
+
+static void print_refusal(const struct candidate *cand, const struct outcome *o)
+{
+  int st = o->status;
+  printf("  refused %s (%s, %zu bytes): %s: ", cand->name,
+         cand->type == STT_GNU_IFUNC ? "ifunc" : "func", cand->size, status_name(st));
+  if (st == STATUS_CRASH && !o->crash_in_workload)
+    printf("scratch process failed (signal %d) while installing hooks\n", o->crash_signal);
+  else if (st == STATUS_CRASH && o->crash_signal)
+    printf("scratch process died (signal %d) calling through the hook\n", o->crash_signal);
+  else if (st == STATUS_CRASH)
+    printf("calls through the hook gave results different from the original's\n");
+  else if (st == STATUS_UNRESOLVED)
+    printf("a scratch process failed with this and other functions hooked together\n");
+  else
+    printf("%s\n", o->result.detail);
+}
+
+static void print_report(const char *lib, const struct check *c, const struct outcome *out)
+{
+  size_t hooked = 0, tally[STATUS_UNRESOLVED + 1] = {0};
+  for (size_t i = 0; i < c->ncand; i++) {
+    int st = out[i].status;
+    tally[st]++;
+    if (st == HOOK_OK || st == HOOK_ERR_ALREADY_HOOKED) {
+      hooked++;
+      if (verbose)
+        printf("  hooked %s (%zu bytes patched)\n", c->cand[i].name, out[i].result.patched_bytes);
+    }
+  }
+  printf("%s: hookable %zu of %zu (%.1f%%)\n", lib, hooked, c->ncand,
+         c->ncand ? 100.0 * (double)hooked / (double)c->ncand : 100.0);
+  for (size_t i = 0; i < c->ncand; i++)
+    if (out[i].status != HOOK_OK && out[i].status != HOOK_ERR_ALREADY_HOOKED)
+      print_refusal(&c->cand[i], &out[i]);
+  for (int st = 1; st <= STATUS_UNRESOLVED; st++)
+    if (tally[st])
+      printf("  %s: %zu\n", status_name(st), tally[st]);
+  printf("  (%zu functions shorter than the %zu-byte patch not counted)\n", c->too_short,
+         arch_patch_size_near());
 }
 
 static int check_library(const char *lib)
@@ -365,54 +410,15 @@ static int check_library(const char *lib)
   }
   c.ncand = nkept;
 
-  int *crash_signal = calloc(c.ncand + 1, sizeof *crash_signal);
-  int *crash_in_workload = calloc(c.ncand + 1, sizeof *crash_in_workload);
   struct outcome *out = NULL;
-  size_t mapped = 0, unresolved = 0; /* counted as crash-together */
-  if (!crash_signal || !crash_in_workload ||
-      hook_all(&c, &out, &mapped, crash_signal, crash_in_workload, &unresolved) != 0) {
+  size_t mapped = 0;
+  if (hook_all(&c, &out, &mapped) != 0) {
     fprintf(stderr, "igprof-hookcheck: %s: cannot run the scratch processes: %s\n", lib,
             strerror(errno));
     return 2;
   }
-  size_t hooked = 0, tally[HOOK_STATUS_COUNT + 2] = {0};
-  for (size_t i = 0; i < c.ncand; i++) {
-    int st = out[i].status;
-    tally[st]++;
-    if (st == HOOK_OK || st == HOOK_ERR_ALREADY_HOOKED) {
-      hooked++;
-      if (verbose)
-        printf("  hooked %s (%zu bytes patched)\n", c.cand[i].name,
-               out[i].result.patched_bytes);
-    }
-  }
-  printf("%s: hookable %zu of %zu (%.1f%%)\n", lib, hooked, c.ncand,
-         c.ncand ? 100.0 * (double)hooked / (double)c.ncand : 100.0);
-  for (size_t i = 0; i < c.ncand; i++) {
-    int st = out[i].status;
-    if (st == HOOK_OK || st == HOOK_ERR_ALREADY_HOOKED)
-      continue;
-    printf("  refused %s (%s, %zu bytes): %s: ", c.cand[i].name,
-           c.cand[i].type == STT_GNU_IFUNC ? "ifunc" : "func", c.cand[i].size, status_name(st));
-    if (st == STATUS_CRASH && !crash_in_workload[i])
-      printf("scratch process failed (signal %d) while installing hooks\n", crash_signal[i]);
-    else if (st == STATUS_CRASH && crash_signal[i])
-      printf("scratch process died (signal %d) calling through the hook\n", crash_signal[i]);
-    else if (st == STATUS_CRASH)
-      printf("calls through the hook gave results different from the original's\n");
-    else if (st == STATUS_UNRESOLVED)
-      printf("a scratch process failed with this and other functions hooked together\n");
-    else
-      printf("%s\n", out[i].result.detail);
-  }
-  for (int st = 1; st <= STATUS_UNRESOLVED; st++)
-    if (tally[st])
-      printf("  %s: %zu\n", status_name(st), tally[st]);
-  printf("  (%zu functions shorter than the %zu-byte patch not counted)\n", c.too_short, patch);
-
+  print_report(lib, &c, out);
   munmap(out, mapped);
-  free(crash_signal);
-  free(crash_in_workload);
   free(c.cand);
   elf_symbols_close(&es);
   return 0;
