@@ -31,15 +31,14 @@ static int check_reject(const char *v)
 /* One row per option (launch.h); every one is available. */
 static const struct launch_option options[] = {
   {"-tt", "--throw", NULL, "throw", NULL, NULL, 1, 1,
-   "every C++ throw: type, destructor, stack from the throwing function (the default)"},
+   "every C++ throw and rethrow: type, stack from the thrower (the default)"},
   {"-tm", "--memory", NULL, "mem", NULL, NULL, 1, 1,
    "every malloc-family call: MALLOC, CALLOC, REALLOC, ..., FREE lines"},
   {"-tmm", "--mappings", NULL, "mmap", NULL, NULL, 1, 1, "every mmap, mremap, munmap, brk and sbrk"},
   {NULL, "--stack", NULL, "stack", NULL, NULL, 0, 1, "add the call stack to -tm and -tmm lines"},
   {"-D", "--demangle", NULL, "demangle", NULL, NULL, 0, 1, "demangle C++ type and function names"},
   {"-r", "--reject", "SPEC", "igtrace:reject=%s", check_reject, "[TYPE][:FUNCTION[:LIBRARY]]", 0, 1,
-   "drop events whose type contains TYPE, or with a frame whose function contains FUNCTION "
-   "or whose library contains LIBRARY (repeatable)"},
+   "drop matching events (repeatable; see below)"},
   {"-o", "--output", "FILE", "igtrace:out=%s", check_nonempty, "a file name", 0, 1,
    "append the trace to FILE instead of stderr (%p = pid)"},
   {"-t", "--target", "NAME", "igtrace:target=%s", check_nonempty, "a non-empty name", 0, 1,
@@ -55,7 +54,9 @@ static void usage(FILE *f)
              "Trace a program (and the processes it starts) as it runs, one line per event.\n\n"
              "Options:\n");
   launch_print_options(f, options, NOPTIONS, 24);
-  fprintf(f, "Reject SPEC: -r St9bad_alloc drops throws of that type; -r :parse_ drops events\n"
+  fprintf(f, "Reject SPEC drops an event whose type contains TYPE, or with a frame whose\n"
+             "function contains FUNCTION or whose library contains LIBRARY. Examples:\n"
+             "-r St9bad_alloc drops throws of that type; -r :parse_ drops events\n"
              "with a frame in a function whose name contains parse_ (needs a stack walk);\n"
              "-r ::libz drops events with a frame in a library whose path contains libz;\n"
              "-r free drops FREE lines. Fields match as substrings.\n"
