@@ -87,11 +87,17 @@ int main(int argc, char **argv)
   char *lib = launch_library_path();
   char *program = launch_resolve_program(argv[i]);
 
-  /* -o FILE is this run's trace: processes append to it, so start it empty. */
+  /* -o FILE is this run's trace: processes append to it, so start it empty.
+   * Per-process names (%p) are created by each process: check their directory. */
   if (output && !strstr(output, "%p")) {
     FILE *f = fopen(output, "w");
     if (!f) launch_die(2, "-o %s: cannot write: %m", output);
     fclose(f);
+  } else if (output) {
+    char *dir = strdup(output), *slash = strrchr(dir, '/');
+    if (slash) *slash = 0; /* absolute_paths made it absolute: there is a slash */
+    if (access(dir[0] ? dir : "/", W_OK | X_OK) != 0) launch_die(2, "-o %s: cannot write in %s: %m", output, dir);
+    free(dir);
   }
   if (setenv("IGTRACE", text, 1) != 0) launch_die(2, "cannot set IGTRACE");
   launch_preload(lib);

@@ -412,6 +412,10 @@ def scenario_options(a):
         r = run([a.igtrace] + args)
         eq(r.returncode, 2, f'status of igtrace {args}')
         check(msg in r.stderr, f'message for {args}: {r.stderr!r}')
+    for out in ('/nonexistent-dir/trace', '/nonexistent-dir/trace.%p'):
+        r = run([a.igtrace, '-tm', '-o', out, 'true'])
+        eq(r.returncode, 2, f'-o {out}: status')
+        check(r.stderr.startswith(f'igtrace: -o {out}: cannot write'), f'-o {out}: message {r.stderr!r}')
     r = run([a.igtrace, '--help'])
     eq(r.returncode, 0, '--help status')
     check('Usage: igtrace' in r.stdout and '-tmm' in r.stdout and '--stack' in r.stdout, '--help text')
