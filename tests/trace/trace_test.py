@@ -202,18 +202,28 @@ def scenario_threads(a):
 
 
 def scenario_threads_stack(a):
-    """Blocks (line + stack) from 4 threads: each block whole, frame 0 in work()."""
-    r = run([a.igtrace, '-tm', '--stack', os.path.join(a.progs, 'threads')])
-    eq(r.returncode, 0, 'exit status')
-    events = parse(r.stderr)
-    n = 0
-    for e in events:
-        if e.kind == 'MALLOC' and re.match(r'\*\*\* MALLOC [1-4]\d{4} bytes', e.head) and e.prog == 'threads':
-            fr = e.frames()
-            if not fr or fr[0].group('sym') != 'work':
-                check(False, f'block of {e.head!r} starts in work: {e.lines[:2]}')
+    """Blocks (line + stack) from 4 threads, on a pipe: each block whole.
+
+    Shallow: frame 0 is allocate(), frame 1 work(). Deep: 80 nested calls,
+    so each block is longer than PIPE_BUF and only the output lock keeps
+    blocks of different threads apart."""
+    for mode, rounds in (('', 2000), ('deep', 150)):
+        r = run([a.igtrace, '-tm', '--stack', os.path.join(a.progs, 'threads')] + ([mode] if mode else []))
+        eq(r.returncode, 0, f'{mode}: exit status')
+        tids = {int(t): int(k) for _, k, t in (l.split() for l in r.stdout.splitlines())}
+        n = 0
+        for e in parse(r.stderr):
+            m = re.match(r'\*\*\* MALLOC (\d+) bytes', e.head)
+            if not (m and e.tid in tids and e.prog == 'threads'):
+                continue
             n += 1
-    eq(n, 8000, 'MALLOC blocks from the worker threads')
+            syms = [f.group('sym') for f in e.frames()]
+            want = ['allocate'] + (['nest'] * 81 if mode else []) + ['work']
+            if syms[:len(want)] != want or int(m.group(1)) // 10000 != tids[e.tid] + 1:
+                check(False, f'{mode}: block of {e.head!r}: {syms[:4]}... ({len(syms)} frames)')
+            if mode and len('\n'.join([e.head] + e.lines)) <= 4096:
+                check(False, f'{mode}: block not longer than PIPE_BUF')
+        eq(n, 4 * rounds, f'{mode}: MALLOC blocks from the worker threads')
 
 
 def scenario_fork(a):
