@@ -262,7 +262,8 @@ int trace_rejected(struct trace_event *e, const char *type, const char *type2)
   return 0;
 }
 
-static char *(*cxa_demangle)(const char *, char *, size_t *, int *);
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+static _Atomic(demangle_fn) cxa_demangle; /* set on dlopen while others may read it */
 
 void trace_stack_init(const char *library)
 {
@@ -271,14 +272,15 @@ void trace_stack_init(const char *library)
    * Looked up outside any hook: lookups take the loader lock and may allocate. */
   size_t size;
   if (!self_hi) trace_module_span((uintptr_t) trace_stack_init, &self_lo, &self_hi);
-  if (cxa_demangle) return;
-  cxa_demangle = (char *(*)(const char *, char *, size_t *, int *)) hook_lookup("__cxa_demangle", NULL, library, &size);
+  if (atomic_load(&cxa_demangle)) return;
+  atomic_store(&cxa_demangle, (demangle_fn) hook_lookup("__cxa_demangle", NULL, library, &size));
 }
 
 void trace_demangle(const char *name, char *out, size_t cap)
 {
   int status = -1;
-  char *d = cxa_demangle ? cxa_demangle(name, NULL, NULL, &status) : NULL;
+  demangle_fn demangle = atomic_load(&cxa_demangle);
+  char *d = demangle ? demangle(name, NULL, NULL, &status) : NULL;
   igprof_format(out, cap, "%s", status == 0 && d ? d : name);
   free(d); /* guard held: goes straight to libc, untraced */
 }
