@@ -115,6 +115,11 @@ size_t arch_read_jump(const void *code, uintptr_t pc, uintptr_t *target);
  * instruction. The page must already be writable. */
 void arch_write_live_patch(void *at, const void *patch, size_t n);
 
+/* Bytes at a function's entry that indirect branches must land on under
+ * control-flow enforcement (endbr64 on x86_64, bti on AArch64), or 0. The
+ * engine leaves them in place and patches after them. */
+size_t arch_entry_landing_pad(const void *code);
+
 /* Make instructions written at [addr, addr+len) visible to execution. */
 void arch_flush_icache(void *addr, size_t len);
 

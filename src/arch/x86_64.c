@@ -142,6 +142,12 @@ void arch_write_live_patch(void *at, const void *patch, size_t n)
     code[i] = bytes[i];
 }
 
+size_t arch_entry_landing_pad(const void *code)
+{
+  static const uint8_t endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+  return memcmp(code, endbr64, sizeof endbr64) == 0 ? sizeof endbr64 : 0;
+}
+
 void arch_flush_icache(void *addr, size_t len)
 {
   /* x86 keeps instruction fetch coherent with stores; the builtin documents

@@ -131,14 +131,16 @@ static void *existing_chain(uintptr_t fn)
 #define NEIGHBOURHOOD 4096
 
 struct branch_scan {
-  uintptr_t fn;
-  size_t window;
+  uintptr_t fn;       /* the function */
+  uintptr_t site;     /* where the patch goes (after a kept landing pad) */
+  uintptr_t end;      /* end of the bytes the trampoline takes over */
   struct message *m;
 };
 
-/* Decode [start, start+len) and look for a branch landing strictly inside
- * (fn, fn+window): that code would land in the middle of our jump. A branch
- * to fn itself is fine (it is a call of the hook). */
+/* Decode [start, start+len) and look for a branch landing inside the bytes
+ * the trampoline takes over, (fn, end): that code would land in the middle
+ * of our jump. A branch to fn itself, or to the patch site right after a
+ * kept landing pad, is fine (it enters the hook like a call). */
 static int scan_code(uintptr_t start, size_t len, void *arg)
 {
   struct branch_scan *s = arg;
@@ -149,7 +151,7 @@ static int scan_code(uintptr_t start, size_t len, void *arg)
       break; /* data or padding: nothing further can be seen */
     if ((insn.kind == ARCH_INSN_BRANCH || insn.kind == ARCH_INSN_JUMP ||
          insn.kind == ARCH_INSN_CALL) &&
-        insn.target > s->fn && insn.target < s->fn + s->window) {
+        insn.target > s->fn && insn.target < s->end && insn.target != s->site) {
       message_str(s->m, insn.mnemonic);
       if (start == s->fn) {
         message_hex(message_str(s->m, " at +"), off);
@@ -172,9 +174,10 @@ static int scan_neighbour(uintptr_t start, size_t len, void *arg)
   return start == s->fn ? 0 : scan_code(start, len, arg);
 }
 
-static enum hook_status scan_branches(uintptr_t fn, size_t size, size_t window, struct message *m)
+static enum hook_status scan_branches(uintptr_t fn, size_t size, size_t keep, size_t window,
+                                      struct message *m)
 {
-  struct branch_scan s = {fn, window, m};
+  struct branch_scan s = {fn, fn + keep, fn + window, m};
   if (scan_code(fn, size > window ? size : window, &s) ||
       hook_unwind_each(fn, fn > NEIGHBOURHOOD ? fn - NEIGHBOURHOOD : 0, fn + size + NEIGHBOURHOOD,
                        scan_neighbour, &s) > 0)
@@ -253,10 +256,23 @@ static enum hook_status build_trampoline(uintptr_t fn, size_t size, uintptr_t re
   return HOOK_OK;
 }
 
+/* If the function's entry (or, behind a landing pad still in place, the
+ * instruction after it) jumps into our trampolines, its chain. The entry is
+ * looked at first: when a short function had its pad overwritten, the bytes
+ * at entry + pad are the middle of our jump. */
+static void *installed_chain(uintptr_t fn, size_t keep)
+{
+  void *chain = existing_chain(fn);
+  return chain || !keep ? chain : existing_chain(fn + keep);
+}
+
 static enum hook_status install_locked(uintptr_t fn, size_t size, uintptr_t replacement,
                                        struct hook_result *out, struct message *m)
 {
-  void *chain = existing_chain(fn);
+  /* A landing pad (endbr64) stays where indirect calls expect it; the patch
+   * goes after it, unless the function is too short to leave it. */
+  size_t keep = arch_entry_landing_pad((const void *)fn);
+  void *chain = installed_chain(fn, keep);
   if (chain) {
     out->chain = chain;
     out->trampoline = (void *)((uintptr_t)chain - CHAIN_OFFSET);
@@ -285,31 +301,35 @@ static enum hook_status install_locked(uintptr_t fn, size_t size, uintptr_t repl
       return HOOK_ERR_TRAMPOLINE_ALLOC;
     }
   }
+  if (size && size < keep + patch_size)
+    keep = 0;
   size_t used = 0, consumed = 0;
   enum hook_status st =
-      build_trampoline(fn, size, replacement, patch_size, &block, &used, &consumed, m);
+      build_trampoline(fn, size, replacement, keep + patch_size, &block, &used, &consumed, m);
   if (st == HOOK_OK)
-    st = scan_branches(fn, size, consumed, m);
+    st = scan_branches(fn, size, keep, consumed, m);
   if (st != HOOK_OK) {
     tramp_commit(&block, 0);
     return st;
   }
   tramp_commit(&block, used);
 
+  uintptr_t site = fn + keep;
   uint8_t patch[ARCH_MAX_WINDOW];
   size_t n = patch_size == arch_patch_size_near()
-                 ? arch_write_near_jump(patch, fn, block.exec)
-                 : arch_write_far_jump(patch, fn, block.exec);
-  arch_write_traps(patch + n, consumed - n);
+                 ? arch_write_near_jump(patch, site, block.exec)
+                 : arch_write_far_jump(patch, site, block.exec);
+  arch_write_traps(patch + n, consumed - keep - n);
 
   /* The result is complete before the patch goes live, so a replacement that
    * reads out->chain can be entered the moment the jump is written. */
   out->original = (void *)fn;
   out->trampoline = (void *)block.exec;
   out->chain = (void *)(block.exec + CHAIN_OFFSET);
-  out->patched_bytes = consumed;
+  out->patched_bytes = consumed - keep;
+  out->entry_kept = keep;
   atomic_thread_fence(memory_order_release);
-  return write_patch(fn, patch, consumed, m);
+  return write_patch(site, patch, consumed - keep, m);
 }
 
 enum hook_status hook_install_at(void *function, size_t size, void *replacement,

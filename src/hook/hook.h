@@ -61,6 +61,8 @@ struct hook_result {
   void *chain;              /* call this (cast to the function's type) to run the original */
   void *trampoline;         /* the trampoline holding the relocated prologue */
   size_t patched_bytes;     /* how many bytes of the original were overwritten */
+  size_t entry_kept;        /* bytes left in place at the entry before them (an endbr64
+                               landing pad); the chain starts with their copy */
   char detail[160];         /* human-readable reason on failure, "" on success */
 };
 

@@ -39,6 +39,11 @@ __asm__(".text\n"
         ".globl ten_bytes\n.type ten_bytes,@function\nten_bytes:\n"
         "  movl %edi, %eax\n  addl %esi, %eax\n  addl $1, %eax\n  nop\n  ret\n"
         ".size ten_bytes, .-ten_bytes\n"
+        /* endbr64 landing pads: room to keep it (10 bytes), and not (8 bytes) */
+        ".globl cet_long\n.type cet_long,@function\ncet_long:\n"
+        "  endbr64\n  leal 7(%rdi), %eax\n  nop\n  nop\n  ret\n.size cet_long, .-cet_long\n"
+        ".globl cet_short\n.type cet_short,@function\ncet_short:\n"
+        "  endbr64\n  leal 9(%rdi), %eax\n  ret\n.size cet_short, .-cet_short\n"
         /* RIP-relative operands in the first 14 bytes, for the absolute patch */
         ".globl far_rip_sse\n.type far_rip_sse,@function\nfar_rip_sse:\n"
         "  addsd far_const(%rip), %xmm0\n  nop\n  nop\n  nop\n  nop\n  nop\n  nop\n  ret\n"
@@ -48,6 +53,8 @@ __asm__(".text\n"
         ".size far_rip_cmp, .-far_rip_cmp\n"
         ".pushsection .rodata\n.balign 8\nfar_const:\n  .double 1.5\n.popsection\n"
         ".pushsection .data\n.globl far_flag\n.balign 4\nfar_flag:\n  .long 5\n.popsection\n");
+int cet_long(int);
+int cet_short(int);
 double far_rip_sse(double);
 int far_rip_cmp(void);
 extern int far_flag;
@@ -161,6 +168,42 @@ static void test_library_loaded_on_demand(void)
   unsigned long (*crc)(unsigned long, const unsigned char *, unsigned) = dlsym(z, "crc32");
   CHECK_EQ_LONG(crc(0, (const unsigned char *)"123456789", 9), 0xcbf43926);
   CHECK_EQ_LONG(crc_calls, 1);
+}
+
+/* ---- endbr64 at the entry --------------------------------------------------- */
+
+static struct hook_result cet_long_hook, cet_short_hook;
+static int cet_long_repl(int x) { return ((int (*)(int))cet_long_hook.chain)(x) * 100; }
+static int cet_short_repl(int x) { return ((int (*)(int))cet_short_hook.chain)(x) * 100; }
+
+static void test_landing_pads(void)
+{
+  static const uint8_t endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+  EXPECT(hook_named("cet_long", NULL, NULL, (void *)cet_long_repl, &cet_long_hook), HOOK_OK,
+         &cet_long_hook, NULL);
+  EXPECT(hook_named("cet_short", NULL, NULL, (void *)cet_short_repl, &cet_short_hook), HOOK_OK,
+         &cet_short_hook, NULL);
+  /* kept: indirect calls still land on endbr64; the chain starts with one */
+  CHECK_EQ_LONG(cet_long_hook.entry_kept, 4);
+  CHECK(memcmp((void *)cet_long, endbr64, 4) == 0);
+  CHECK(memcmp(cet_long_hook.chain, endbr64, 4) == 0);
+  uintptr_t target;
+  CHECK_EQ_LONG(arch_read_jump((const uint8_t *)cet_long + 4, (uintptr_t)cet_long + 4, &target), 5);
+  CHECK(target == (uintptr_t)cet_long_hook.trampoline);
+  /* 8 bytes cannot hold endbr64 and the jump: the jump replaces it */
+  CHECK_EQ_LONG(cet_short_hook.entry_kept, 0);
+  CHECK_EQ_LONG(arch_read_jump((const void *)cet_short, (uintptr_t)cet_short, &target), 5);
+  int (*volatile l)(int) = cet_long, (*volatile sh)(int) = cet_short;
+  CHECK_EQ_LONG(l(1), 800);
+  CHECK_EQ_LONG(sh(1), 1000);
+  /* both are recognised as hooked */
+  struct hook_result again;
+  EXPECT(hook_named("cet_long", NULL, NULL, (void *)cet_short_repl, &again),
+         HOOK_ERR_ALREADY_HOOKED, &again, NULL);
+  CHECK(again.chain == cet_long_hook.chain);
+  EXPECT(hook_named("cet_short", NULL, NULL, (void *)cet_long_repl, &again),
+         HOOK_ERR_ALREADY_HOOKED, &again, NULL);
+  CHECK(again.chain == cet_short_hook.chain);
 }
 
 /* ---- absolute patch ---------------------------------------------------- */
@@ -435,6 +478,7 @@ int main(void)
   test_statuses();
   test_lookup();
   test_library_loaded_on_demand();
+  test_landing_pads();
   test_absolute_patch();
   test_live_install();
   test_fork();

@@ -51,6 +51,7 @@ static atomic_long calls;
 VARIANTS(REPLACEMENTS)
 
 static struct verify_forms forms;
+static int kept_pads;
 
 /* Hook `name`, then verify its trampoline against the bytes saved before. */
 static void hook_and_verify(const char *name, void *replacement, struct hook_result *r)
@@ -73,8 +74,18 @@ static void hook_and_verify(const char *name, void *replacement, struct hook_res
     return;
   }
   CHECK(r->original == fn);
+  /* an endbr64 landing pad stays in place; the chain starts with its copy */
+  static const uint8_t endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+  if (memcmp(saved, endbr64, 4) == 0) {
+    kept_pads++;
+    CHECK_EQ_LONG(r->entry_kept, 4);
+    CHECK(memcmp(fn, endbr64, 4) == 0);
+  } else {
+    CHECK_EQ_LONG(r->entry_kept, 0);
+  }
   char why[200];
-  if (verify_relocation(saved, (uintptr_t)fn, r->patched_bytes, r->chain, (uintptr_t)r->chain, 0,
+  if (verify_relocation(saved, (uintptr_t)fn, r->entry_kept + r->patched_bytes, r->chain,
+                        (uintptr_t)r->chain, 0,
                         &forms, why, sizeof why)) {
     fprintf(stderr, "%s: trampoline: %s\n", name, why);
     check_failures++;
@@ -145,5 +156,6 @@ int main(void)
          forms.rip_operand, forms.call, forms.jcc, forms.jmp);
   CHECK(forms.call >= 4);        /* -pg -mfentry -fno-pie: call __fentry__ at the entry */
   CHECK(forms.rip_operand >= 4); /* -pg -mfentry in PIE: call [rip+__fentry__@GOT] */
+  CHECK_EQ_LONG(kept_pads, 4);   /* the four -fcf-protection=full functions */
   return check_report("hook.prologues");
 }
