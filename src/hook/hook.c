@@ -341,6 +341,9 @@ enum hook_status hook_install_at(void *function, size_t size, void *replacement,
     message_str(&m, "a hook needs a function address and a replacement");
     return finish(HOOK_ERR_BAD_SPEC, out);
   }
+  /* an unknown size is looked up: it bounds the window and the branch scan */
+  if (!size)
+    size = hook_function_size((uintptr_t)function);
   lock_install();
   enum hook_status st = install_locked((uintptr_t)function, size, (uintptr_t)replacement, out, &m);
   unlock_install();

@@ -73,7 +73,8 @@ struct hook_result {
 enum hook_status hook_install(const struct hook_spec *spec, struct hook_result *out);
 
 /* The same for a function given by address (e.g. a second definition found in a
- * library loaded later). `size` is the symbol size, 0 if unknown. */
+ * library loaded later). `size` is the symbol size, 0 if unknown (then it is
+ * looked up from the symbol tables and unwind tables of the function's module). */
 enum hook_status hook_install_at(void *function, size_t size, void *replacement,
                                  struct hook_result *out);
 

@@ -117,6 +117,9 @@ static void test_statuses(void)
          "function is 1 bytes, shorter than the 5-byte patch");
   EXPECT(hook_named("short_zero", NULL, NULL, (void *)replacement_int, &r), HOOK_ERR_TOO_SHORT, &r,
          "function is 3 bytes");
+  /* hook_install_at with an unknown size looks it up */
+  EXPECT(hook_install_at((void *)short_zero, 0, (void *)replacement_int, &r), HOOK_ERR_TOO_SHORT,
+         &r, "function is 3 bytes");
   EXPECT(hook_named("loop_back", NULL, NULL, (void *)replacement_int, &r),
          HOOK_ERR_BRANCH_INTO_PATCH, &r, "jnz at +0x7 branches to +0x2, inside the patched bytes");
   EXPECT(hook_named("bad_bytes", NULL, NULL, (void *)replacement_int, &r), HOOK_ERR_UNDECODABLE,
