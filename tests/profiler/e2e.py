@@ -348,6 +348,11 @@ def scenario_outputs(a):
     open('fixed.out', 'w').write('stale')
     run([a.igprof, '-mp', '-o', 'fixed.out', a.memtest, 'basic'])
     expect_mem(igdump.Dump('fixed.out'), {'do_calloc': (1, 300, 300, 1, 300)})
+    # an unwritable output: one clear line on stderr, the program unaffected
+    r = run([a.igprof, '-mp', '-o', '/nonexistent-dir/prof.%p', a.memtest, 'exit', '5'])
+    eq(r.returncode, 5, 'exit status with an unwritable dump')
+    check(r.stderr.startswith('igprof(') and 'could not write dump /nonexistent-dir/prof.' in r.stderr
+          and 'ENOENT' in r.stderr and r.stderr.count('\n') == 1, f'unwritable dump reported: {r.stderr!r}')
     # -t: processes whose name does not match are not profiled
     before = set(dumps('igprof.*'))
     r = run([a.igprof, '-mp', '-t', 'no-such-name', a.memtest, 'basic'])
