@@ -20,6 +20,16 @@
 
 static int wake_pipe[2] = {-1, -1};
 static int running;
+static char flag_path[IGPROF_PATH_MAX]; /* -D name with %p expanded for this process */
+
+/* Flag file there? Then take it away and say so. */
+static int flag_raised(void)
+{
+  struct stat st;
+  if (!flag_path[0] || stat(flag_path, &st) != 0) return 0;
+  unlink(flag_path);
+  return 1;
+}
 
 void igprof_dumper_poke(void)
 {
@@ -47,11 +57,7 @@ static int drain(void)
 void igprof_dumper_flush(void)
 {
   if (running && drain() > 0) igprof_dump(IGPROF_DUMP_CHECKPOINT, NULL, "dump signal");
-  struct stat st;
-  if (running && igprof_config.dump_flag[0] && stat(igprof_config.dump_flag, &st) == 0) {
-    unlink(igprof_config.dump_flag);
-    igprof_dump(IGPROF_DUMP_CHECKPOINT, NULL, "flag file");
-  }
+  if (running && flag_raised()) igprof_dump(IGPROF_DUMP_CHECKPOINT, NULL, "flag file");
 }
 
 static void *dumper_main(void *arg)
@@ -63,11 +69,7 @@ static void *dumper_main(void *arg)
     int rc = poll(&p, 1, igprof_config.dump_flag[0] ? FLAG_POLL_MS : -1);
     if (!atomic_load(&igprof_state.active)) break;
     if (rc > 0 && (p.revents & POLLIN) && drain() > 0) igprof_dump(IGPROF_DUMP_CHECKPOINT, NULL, "dump signal");
-    struct stat st;
-    if (igprof_config.dump_flag[0] && stat(igprof_config.dump_flag, &st) == 0) {
-      unlink(igprof_config.dump_flag);
-      igprof_dump(IGPROF_DUMP_CHECKPOINT, NULL, "flag file");
-    }
+    if (flag_raised()) igprof_dump(IGPROF_DUMP_CHECKPOINT, NULL, "flag file");
   }
   return NULL;
 }
@@ -90,6 +92,9 @@ static int start_thread(void)
   pthread_t t;
   sigset_t all, old;
   if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+  /* "%p" in the flag name lets the user poke one process of a tree. */
+  flag_path[0] = 0;
+  if (igprof_config.dump_flag[0]) igprof_expand_name(flag_path, sizeof flag_path, igprof_config.dump_flag);
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, 256 * 1024);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -114,7 +119,7 @@ int igprof_dumper_start(void)
     igprof_warn("cannot own dump signal %d (errno %d)", igprof_config.dump_signal, errno);
     return -1;
   }
-  igprof_debug("dump thread started (flag file '%s', signal %d)", igprof_config.dump_flag,
+  igprof_debug("dump thread started (flag file '%s', signal %d)", flag_path,
                igprof_config.dump_signal);
   return 0;
 }

@@ -296,20 +296,22 @@ def scenario_checkpoints(a):
     for f in glob.glob('*'):
         os.unlink(f)
     # -D flag file, then -S signal: each gives a distinct checkpoint dump
-    for opt in (['-D', 'flag'], ['-S', 'USR1']):
+    for opt in (['-D', 'flag'], ['-D', 'flag.%p'], ['-S', 'USR1']):
         p = subprocess.Popen([a.igprof, '-mp'] + opt + [a.memtest, 'wait', 'ready'])
         for _ in range(500):
-            if os.path.exists('ready'):
+            if os.path.exists('ready') and open('ready').read().endswith('\n'):
                 break
             time.sleep(0.01)
+        pid = int(open('ready').read())
         for i in range(2):
             if opt[0] == '-D':
-                open('flag', 'w').close()
+                flag = opt[1].replace('%p', str(pid))
+                open(flag, 'w').close()
                 for _ in range(200):
-                    if not os.path.exists('flag'):
+                    if not os.path.exists(flag):
                         break
                     time.sleep(0.01)
-                check(not os.path.exists('flag'), 'flag file deleted')
+                check(not os.path.exists(flag), f'flag file {flag} deleted')
             else:
                 os.kill(p.pid, signal.SIGUSR1)  # the launcher passes it on
             for _ in range(200):

@@ -235,6 +235,7 @@ static int wait_for_dump(const char *ready)
   sink = exit_alloc(4096);
   sink = exit_alloc(4096);
   FILE *f = fopen(ready, "w");
+  fprintf(f, "%d\n", (int) getpid());
   fclose(f);
   for (int i = 0; i < 100; ++i) usleep(20000);
   return 0;
