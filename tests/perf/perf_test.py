@@ -208,7 +208,7 @@ def scenario_user(a):
     eq(w[0::2], ['user_burn', 'sys_burn'], 'the program measured its phases')
     d = one_dump('igprof.cputest.*')
     print(f'-pu: user {user:.3f}s system {system:.3f}s, ticks {ticks(d)}; phases {w}')
-    check(system > 0.2, f'the program spends system time ({system:.3f}s)')
+    check(system > 0.1, f'the program spends system time ({system:.3f}s)')
     near(ticks(d) * d.period, user, '-pu samples user time only (getrusage user time)', tol=0.15)
     near(ticks(d, inside('user_burn')) * d.period, float(w[1]), '-pu: user_burn sampled vs its CPU time')
     in_read = ticks(d, inside('sys_burn')) * d.period
