@@ -35,14 +35,16 @@ static struct live_shard shards[SHARD_COUNT];
 
 /* Blocks allocated one after the other sit next to each other, and with
  * millions of live blocks every random probe into the shards is a cache
- * miss. So the hash keeps locality inside a 64 KiB region: the region picks
- * the shard and a pseudo-random base slot, the offset in the region is
+ * miss. So the hash keeps locality inside a 4 KiB page: the page picks
+ * the shard and a pseudo-random base slot, the offset in the page is
  * added to it, and neighbouring blocks land in neighbouring slots (the same
- * cache lines). h = mixed region bits, with the 12-bit offset in the low bits. */
+ * cache lines). Pages, not bigger regions: a run of densely packed blocks is
+ * then at most 256 slots, which bounds what a removal shifts.
+ * h = mixed page bits, with the 8-bit offset in the page in the low bits. */
 static inline uint64_t hash_addr(uintptr_t addr)
 {
-  uint64_t region = (uint64_t) (addr >> 16) * 0x9e3779b97f4a7c15ull;
-  return (region & ~(uint64_t) 0xfff) | ((addr >> 4) & 0xfff);
+  uint64_t region = (uint64_t) (addr >> 12) * 0x9e3779b97f4a7c15ull;
+  return (region & ~(uint64_t) 0xff) | ((addr >> 4) & 0xff);
 }
 
 static inline struct live_shard *shard_of(uint64_t h) { return &shards[h >> (64 - SHARD_BITS)]; }
@@ -63,7 +65,7 @@ static void shard_unlock(struct live_shard *s)
 
 static inline uint32_t slot_of(uint64_t h, uint32_t mask)
 {
-  return ((uint32_t) (h >> 24) + (uint32_t) (h & 0xfff)) & mask;
+  return ((uint32_t) (h >> 24) + (uint32_t) (h & 0xff)) & mask;
 }
 
 static void place(struct live_entry *slots, uint32_t mask, const struct live_entry *e)
@@ -102,7 +104,7 @@ void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size)
     i = (i + 1) & s->mask;
     /* Locality means runs: a run this long in a table that is not nearly
      * empty means regions overlap too much, and doubling spreads them
-     * apart (one region's own blocks make a run of at most 4096 however
+     * apart (one page's own blocks make a run of at most 256 however
      * big the table: hence the load condition, so it cannot grow on and on). */
     if (++probes == 512 && s->count * 8 > s->mask + 1 && shard_grow(s) == 0) {
       i = slot_of(h, s->mask);
