@@ -143,29 +143,32 @@ NOINLINE static unsigned burn_nested(int depth, int rounds) {
 
 static const char *plugin_path;
 
-/* The harness's reference walk runs libunwind in the sampler's handler; on
- * a thread inside dl_iterate_phdr that can deadlock against another thread
- * in libunwind, so the sampler is held off while the walker rebuilds. */
-static void modules_changed(void) {
-  sigset_t prof, saved;
+/* The harness's reference walk runs libunwind, with its global cache lock,
+ * in the sampler's handler. A handler interrupting this thread while it
+ * holds the loader lock (in dlopen, dlclose or the walker's rebuild) could
+ * wait for that cache lock while its holder, another thread's handler,
+ * waits for the loader lock. So the sampler is held off around them. (The
+ * runtime sets libunwind's per-thread cache, which has no such lock.) */
+static void hold_sampler(int on) {
+  sigset_t prof;
   sigemptyset(&prof);
   sigaddset(&prof, SIGPROF);
-  pthread_sigmask(SIG_BLOCK, &prof, &saved);
-  igprof_walk_fast_modules_changed();
-  pthread_sigmask(SIG_SETMASK, &saved, NULL);
+  pthread_sigmask(on ? SIG_BLOCK : SIG_UNBLOCK, &prof, NULL);
 }
 
 NOINLINE static void plugin_cycle(void) {
+  hold_sampler(1);
   void *h = dlopen(plugin_path, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     fprintf(stderr, "walk_corpus: dlopen %s: %s\n", plugin_path, dlerror());
     exit(2);
   }
-  modules_changed();
+  igprof_walk_fast_modules_changed();
   void (*entry)(int) = (void (*)(int))dlsym(h, "corpus_plugin_entry");
   entry(5);
   dlclose(h);
-  modules_changed();
+  igprof_walk_fast_modules_changed();
+  hold_sampler(0);
 }
 
 /* ---- one round of everything --------------------------------------------- */
