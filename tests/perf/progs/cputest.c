@@ -1,6 +1,9 @@
 /* Programs with CPU splits known by construction, for the sampler's tests.
  *
  *   cputest ratio       burn_three does 3 times the work of burn_one
+ *   cputest ratio-timer HZ   ratio with a timer of its own sending an empty
+ *                       handler HZ signals a second (the kernel's share of a
+ *                       sample's cost, for bench/perf/sample_cost.py)
  *   cputest threads     two threads do the same work in thread_burn_a/_b
  *   cputest afterjoin   a worker burns and exits; then main burns as much
  *   cputest sleephalf   a thread spins 50 ms then sleeps 50 ms, 12 times
@@ -99,6 +102,30 @@ static __attribute__((noinline)) void ratio(void)
     one += thread_cpu() - t1;
   }
   printf("burn_three %.4f burn_one %.4f\n", three, one);
+}
+
+static volatile sig_atomic_t empty_hits;
+static void on_empty(int sig) { (void) sig; empty_hits++; }
+
+static void ratio_timer(long hz)
+{
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_empty;
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGRTMIN + 3, &sa, NULL);
+  struct sigevent sev;
+  memset(&sev, 0, sizeof sev);
+  sev.sigev_notify = SIGEV_THREAD_ID;
+  sev.sigev_signo = SIGRTMIN + 3;
+  sev._sigev_un._tid = gettid();
+  timer_t t;
+  if (timer_create(CLOCK_MONOTONIC, &sev, &t) != 0) abort();
+  struct itimerspec its = {{0, 1000000000L / hz}, {0, 1000000000L / hz}};
+  timer_settime(t, 0, &its, NULL);
+  ratio();
+  timer_delete(t);
+  fprintf(stderr, "signals: %d\n", (int) empty_hits);
 }
 
 static void *thread_a(void *p) { thread_burn_a((long) p); return NULL; }
@@ -501,6 +528,7 @@ int main(int argc, char **argv)
 {
   const char *what = argc > 1 ? argv[1] : "";
   if (!strcmp(what, "ratio")) ratio();
+  else if (!strcmp(what, "ratio-timer") && argc > 2) ratio_timer(atol(argv[2]));
   else if (!strcmp(what, "threads")) threads();
   else if (!strcmp(what, "afterjoin")) afterjoin();
   else if (!strcmp(what, "sleephalf")) sleephalf();
@@ -515,7 +543,7 @@ int main(int argc, char **argv)
   else if (!strcmp(what, "execfail") && argc > 2) execfail(argv[2]);
   else if (!strcmp(what, "waits")) waits();
   else {
-    fprintf(stderr, "usage: cputest ratio|threads|afterjoin|sleephalf|robust|usersys|mixed|allocloop|execbusy PROG|execfail PROG|forkkeep|bigfork|waits|enable\n");
+    fprintf(stderr, "usage: cputest ratio|ratio-timer HZ|threads|afterjoin|sleephalf|robust|usersys|mixed|allocloop|execbusy PROG|execfail PROG|forkkeep|bigfork|waits|enable\n");
     return 2;
   }
   return 0;
