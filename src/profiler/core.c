@@ -75,18 +75,6 @@ int igprof_thread_prepare(void)
 static struct { void *original, *chain; } own_hooks[MAX_OWN_HOOKS];
 static int own_hook_count;
 
-/* A non-PIE executable that takes a libc function's address exports a
- * "canonical PLT" stub under that name, and a global lookup finds the stub
- * (a single indirect jmp through the GOT, optionally after endbr64/bnd).
- * Patching it would catch only the executable's own calls: hook the
- * definition in libc instead. */
-static int is_plt_stub(const unsigned char *p)
-{
-  if (p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa) p += 4; /* endbr64 */
-  if (p[0] == 0xf2) ++p;                                                    /* bnd */
-  return p[0] == 0xff && p[1] == 0x25;                                      /* jmp *disp32(%rip) */
-}
-
 /* Report a hook_install result; returns the chain or NULL. */
 static void *hook_outcome(const char *module, const char *function, enum hook_status st,
                           const struct hook_result *res, int required)
@@ -118,12 +106,8 @@ void *igprof_hook(const char *module, const char *function, void *replacement, i
 {
   struct hook_spec spec = {.function = function, .replacement = replacement};
   struct hook_result res;
-  size_t size;
-  void *global = hook_lookup(function, NULL, NULL, &size);
-  if (global && is_plt_stub(global)) {
-    spec.library = "libc.so.6";
-    igprof_debug("%s: %s is a PLT stub in the executable; hooking libc's", module, function);
-  }
+  /* A non-PIE executable's canonical PLT entry for a libc function is seen
+   * through by the engine's global lookup: the definition in libc is hooked. */
   memset(&res, 0, sizeof res);
   return hook_outcome(module, function, hook_install(&spec, &res), &res, required);
 }
