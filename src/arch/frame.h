@@ -67,10 +67,6 @@ static inline struct frame_recipe frame_recipe_unpack(uint64_t w) {
   return r;
 }
 
-static inline int frame_recipe_equal(struct frame_recipe a, struct frame_recipe b) {
-  return frame_recipe_pack(a) == frame_recipe_pack(b);
-}
-
 /* Architecture facts the recipe compiler needs (DWARF numbering). */
 struct frame_arch {
   const char *name;

@@ -1,6 +1,6 @@
 /* The fast stack walker (see walk_fast.h and docs/stack-walking.md).
  *
- * Three pieces:
+ * Four pieces:
  *  - the module table: an immutable, sorted snapshot of the loaded modules'
  *    code ranges with their compiled recipe tables, published through one
  *    atomic pointer. Rebuilt outside signal context; snapshots and tables are
@@ -8,14 +8,15 @@
  *    always safe (a table is kept for reuse when its file is loaded again);
  *  - the PC cache (walk_fast_cache.h): a direct-mapped table of 64-bit words
  *    each holding a PC and its compressed recipe, read with one atomic load;
+ *  - the per-thread memo: the previous walk's frames and the stack slots
+ *    they were read from, so a walk can join it where nothing changed;
  *  - the walk loop: recipes step most frames with two loads; a frame they
- *    cannot describe is stepped by libunwind from a context built from the
- *    tracked registers, and the loop continues with recipes afterwards.
+ *    cannot describe is stepped by libunwind (see unwinder_step), and the
+ *    loop continues with recipes afterwards.
  */
 #define _GNU_SOURCE
 #include "walk_fast.h"
 
-#include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
