@@ -157,6 +157,9 @@ void *igprof_hook_at(const char *module, const char *function, void *address, si
 /* Is `address` the entry of a function we hooked? */
 int igprof_hook_is_installed(void *address);
 
+/* Was libunwind.so.8 opened (privately, see unwind_private.c)? */
+int igprof_unwind_available(void);
+
 /* ------------------------------------------------------------------ */
 /* Counters and the call tree                                          */
 /* ------------------------------------------------------------------ */

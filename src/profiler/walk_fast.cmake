@@ -16,5 +16,8 @@ if(NOT TARGET igprof_walk_fast)
     POSITION_INDEPENDENT_CODE ON
     C_VISIBILITY_PRESET hidden)
   target_include_directories(igprof_walk_fast PUBLIC ${CMAKE_CURRENT_LIST_DIR})
-  target_link_libraries(igprof_walk_fast PUBLIC PkgConfig::UNWIND Threads::Threads ${CMAKE_DL_LIBS})
+  # Headers only: libigprof.so opens libunwind privately (unwind_private.c);
+  # the walker's own tests and benchmark link PkgConfig::UNWIND themselves.
+  target_include_directories(igprof_walk_fast PUBLIC ${UNWIND_INCLUDE_DIRS})
+  target_link_libraries(igprof_walk_fast PUBLIC Threads::Threads ${CMAKE_DL_LIBS})
 endif()
