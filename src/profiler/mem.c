@@ -18,6 +18,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,18 +135,32 @@ static inline void *allocated(void *p, size_t size, void *caller)
   return p;
 }
 
+/* A hook goes live inside hook_install_at, a moment before its chain is
+ * stored in the slot. A thread that calls a function of a library loaded by
+ * dlopen in that moment waits for the store instead of calling NULL; the
+ * start-up hooks are installed before any second thread exists. */
+static void *chain_wait(void *const *slot)
+{
+  void *f;
+  while (!(f = __atomic_load_n(slot, __ATOMIC_ACQUIRE))) sched_yield();
+  return f;
+}
+#define CHAIN(c, name) \
+  (__builtin_expect((c)->name != NULL, 1) ? (c)->name \
+                                          : (__typeof__((c)->name)) chain_wait((void *const *) &(c)->name))
+
 static inline void *mem_malloc_body(const struct mem_chain *c, void *caller, size_t n)
 {
-  if (!ACTIVE() || !igprof_enter()) return c->malloc(n);
-  void *p = c->malloc(n);
+  if (!ACTIVE() || !igprof_enter()) return CHAIN(c, malloc)(n);
+  void *p = CHAIN(c, malloc)(n);
   TELL(MALLOC, p, NULL, n, 0, 0);
   return allocated(p, n, caller);
 }
 
 static inline void *mem_calloc_body(const struct mem_chain *c, void *caller, size_t n, size_t m)
 {
-  if (!ACTIVE() || !igprof_enter()) return c->calloc(n, m);
-  void *p = c->calloc(n, m);
+  if (!ACTIVE() || !igprof_enter()) return CHAIN(c, calloc)(n, m);
+  void *p = CHAIN(c, calloc)(n, m);
   TELL(CALLOC, p, NULL, n, m, 0);
   return allocated(p, n * m, caller); /* no overflow: calloc succeeded */
 }
@@ -153,14 +168,14 @@ static inline void *mem_calloc_body(const struct mem_chain *c, void *caller, siz
 static inline void mem_free_body(const struct mem_chain *c, void *caller, void *p)
 {
   if (!p || !ACTIVE() || !igprof_enter()) {
-    c->free(p);
+    CHAIN(c, free)(p);
     return;
   }
   TELL(FREE, NULL, p, 0, 0, 0);
   int saved = errno;
   forget(p, caller);
   errno = saved;
-  c->free(p);
+  CHAIN(c, free)(p);
   igprof_leave();
 }
 
@@ -173,7 +188,7 @@ static inline void *mem_resize(const struct mem_chain *c, void *caller, void *ol
   uint64_t old_size = 0;
   if (old && IGPROF_UNLIKELY(listener_count)) tell_free(old, caller);
   int had = old && counting && igprof_live_remove((uintptr_t) old, &old_node, &old_size);
-  void *p = array ? c->reallocarray(old, n, m) : c->realloc(old, n);
+  void *p = array ? CHAIN(c, reallocarray)(old, n, m) : CHAIN(c, realloc)(old, n);
   int saved = errno;
   if (p) {
     if (had) igprof_counter_release(old_node, c_live, 1, (int64_t) old_size);
@@ -191,7 +206,7 @@ static inline void *mem_resize(const struct mem_chain *c, void *caller, void *ol
 
 static inline void *mem_realloc_body(const struct mem_chain *c, void *caller, void *old, size_t n)
 {
-  if (!ACTIVE() || !igprof_enter()) return c->realloc(old, n);
+  if (!ACTIVE() || !igprof_enter()) return CHAIN(c, realloc)(old, n);
   void *p = mem_resize(c, caller, old, n, 0, n, 0);
   TELL(REALLOC, p, old, n, 0, 0);
   igprof_leave();
@@ -201,7 +216,7 @@ static inline void *mem_realloc_body(const struct mem_chain *c, void *caller, vo
 static inline void *mem_reallocarray_body(const struct mem_chain *c, void *caller, void *old, size_t n,
                                           size_t m)
 {
-  if (!ACTIVE() || !igprof_enter()) return c->reallocarray(old, n, m);
+  if (!ACTIVE() || !igprof_enter()) return CHAIN(c, reallocarray)(old, n, m);
   size_t bytes;
   if (__builtin_mul_overflow(n, m, &bytes)) bytes = SIZE_MAX; /* the original fails with ENOMEM */
   void *p = mem_resize(c, caller, old, bytes, 1, n, m);
@@ -212,16 +227,16 @@ static inline void *mem_reallocarray_body(const struct mem_chain *c, void *calle
 
 static inline void *mem_memalign_body(const struct mem_chain *c, void *caller, size_t align, size_t n)
 {
-  if (!ACTIVE() || !igprof_enter()) return c->memalign(align, n);
-  void *p = c->memalign(align, n);
+  if (!ACTIVE() || !igprof_enter()) return CHAIN(c, memalign)(align, n);
+  void *p = CHAIN(c, memalign)(align, n);
   TELL(MEMALIGN, p, NULL, n, 0, align);
   return allocated(p, n, caller);
 }
 
 static inline void *mem_aligned_alloc_body(const struct mem_chain *c, void *caller, size_t align, size_t n)
 {
-  if (!ACTIVE() || !igprof_enter()) return c->aligned_alloc(align, n);
-  void *p = c->aligned_alloc(align, n);
+  if (!ACTIVE() || !igprof_enter()) return CHAIN(c, aligned_alloc)(align, n);
+  void *p = CHAIN(c, aligned_alloc)(align, n);
   TELL(ALIGNED_ALLOC, p, NULL, n, 0, align);
   return allocated(p, n, caller);
 }
@@ -229,9 +244,9 @@ static inline void *mem_aligned_alloc_body(const struct mem_chain *c, void *call
 static inline int mem_posix_memalign_body(const struct mem_chain *c, void *caller, void **out, size_t align,
                                           size_t n)
 {
-  if (!ACTIVE() || !igprof_enter()) return c->posix_memalign(out, align, n);
+  if (!ACTIVE() || !igprof_enter()) return CHAIN(c, posix_memalign)(out, align, n);
   int saved = errno;
-  int rc = c->posix_memalign(out, align, n);
+  int rc = CHAIN(c, posix_memalign)(out, align, n);
   TELL(POSIX_MEMALIGN, rc == 0 ? *out : NULL, NULL, n, 0, align);
   if (rc == 0) record(*out, n, caller);
   errno = saved; /* posix_memalign reports through its result, never errno */
@@ -241,16 +256,16 @@ static inline int mem_posix_memalign_body(const struct mem_chain *c, void *calle
 
 static inline void *mem_valloc_body(const struct mem_chain *c, void *caller, size_t n)
 {
-  if (!ACTIVE() || !igprof_enter()) return c->valloc(n);
-  void *p = c->valloc(n);
+  if (!ACTIVE() || !igprof_enter()) return CHAIN(c, valloc)(n);
+  void *p = CHAIN(c, valloc)(n);
   TELL(VALLOC, p, NULL, n, 0, 0);
   return allocated(p, n, caller);
 }
 
 static inline void *mem_pvalloc_body(const struct mem_chain *c, void *caller, size_t n)
 {
-  if (!ACTIVE() || !igprof_enter()) return c->pvalloc(n);
-  void *p = c->pvalloc(n);
+  if (!ACTIVE() || !igprof_enter()) return CHAIN(c, pvalloc)(n);
+  void *p = CHAIN(c, pvalloc)(n);
   TELL(PVALLOC, p, NULL, n, 0, 0);
   /* pvalloc hands out whole pages: that is what the caller asked for. */
   return allocated(p, n ? (n + page_size - 1) & ~(page_size - 1) : page_size, caller);
@@ -362,8 +377,10 @@ static void mem_library_loaded(const char *path)
   struct mem_chain *c = &chains[k];
   i = 0;
 #define INSTALL(name)                                                                             \
-  if (found[i]) c->name = igprof_hook_at("mem", #name, found[i], sizes[i],                        \
-                                         (void *) replacements[k]->name, 1);                      \
+  if (found[i])                                                                                   \
+    __atomic_store_n((void **) &c->name, igprof_hook_at("mem", #name, found[i], sizes[i],          \
+                                                        (void *) replacements[k]->name, 1),       \
+                     __ATOMIC_RELEASE);                                                           \
   if (!c->name) c->name = chains[0].name;                                                         \
   ++i;
   MEM_FUNCTIONS(INSTALL)
