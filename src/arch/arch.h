@@ -65,6 +65,15 @@ struct arch_insn {
  * `pc`. Returns 0, or -1 if the bytes are not a valid instruction. */
 int arch_decode(const void *code, size_t avail, uintptr_t pc, struct arch_insn *insn);
 
+/* A bound for scans that look for branches into [lo, hi): every instruction
+ * in [code, code + len) (running at pc) whose PC-relative branch target could
+ * lie in [lo, hi) ends at or before code + the returned length, so decoding
+ * may stop there; 0 when no instruction in the range can branch into it.
+ * Looks at raw bytes only (no decoding): it may overestimate, never
+ * underestimate. */
+size_t arch_branch_scan_limit(const void *code, size_t len, uintptr_t pc, uintptr_t lo,
+                              uintptr_t hi);
+
 enum arch_reloc_status {
   ARCH_RELOC_OK = 0,
   ARCH_RELOC_UNDECODABLE,    /* an instruction in the window is not valid */

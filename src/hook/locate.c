@@ -48,8 +48,27 @@ static int scan_module(struct dl_phdr_info *info, size_t size, void *arg)
  * symbol whose value is its PLT entry (the "canonical PLT"), and global
  * lookups return that stub. Patching it would catch only the executable's own
  * calls. Non-zero if addr is such an entry. */
+static int in_first_module(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  (void)size;
+  uintptr_t *addr = arg;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type == PT_LOAD && *addr >= start && *addr < start + ph->p_memsz)
+      return 1;
+  }
+  return -1; /* the first module is the executable: stop after it */
+}
+
 static int is_canonical_plt(void *addr)
 {
+  /* Only the executable has canonical PLT entries (a library's undefined
+   * symbols have no value): reading the file of every other module, libc
+   * for nearly every hook, would cost an open and a mapping per install. */
+  uintptr_t a = (uintptr_t)addr;
+  if (dl_iterate_phdr(in_first_module, &a) != 1)
+    return 0;
   char path[4096];
   uintptr_t bias;
   struct elf_symbols es;
