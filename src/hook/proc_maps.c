@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -116,11 +117,92 @@ static int find_protection(const struct maps_entry *e, void *arg)
   return 0;
 }
 
+/* Linux 6.11's PROCMAP_QUERY ioctl on /proc/self/maps answers for one
+ * address. The text file makes the kernel format every mapping up to the one
+ * asked for (a path lookup each); the query costs about as much as one line.
+ * Older kernel headers do not have it, so the UAPI layout is spelled out. */
+struct procmap_query {
+  uint64_t size;
+  uint64_t query_flags;
+  uint64_t query_addr;
+  uint64_t vma_start, vma_end;
+  uint64_t vma_flags;
+  uint64_t vma_page_size;
+  uint64_t vma_offset;
+  uint64_t inode;
+  uint32_t dev_major, dev_minor;
+  uint32_t vma_name_size;
+  uint32_t build_id_size;
+  uint64_t vma_name_addr;
+  uint64_t build_id_addr;
+};
+#define PROCMAP_QUERY _IOWR('f', 17, struct procmap_query)
+#define PROCMAP_QUERY_VMA_READABLE 0x01
+#define PROCMAP_QUERY_VMA_WRITABLE 0x02
+#define PROCMAP_QUERY_VMA_EXECUTABLE 0x04
+
+/* 1: query when the kernel has it; 0: never (set by tests, or after the
+ * kernel refused it once). */
+static int use_query = 1;
+
+int proc_maps_use_query(int use)
+{
+  int was = use_query;
+  use_query = use;
+  return was;
+}
+
+/* The protection of addr's mapping through PROCMAP_QUERY, -1 if addr is not
+ * mapped, -2 if the kernel cannot answer this way. */
+static int query_protection(uintptr_t addr, char *path, size_t path_cap)
+{
+  int fd;
+  do
+    fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0)
+    return -2;
+  char name[4096];
+  struct procmap_query q;
+  memset(&q, 0, sizeof q);
+  q.size = sizeof q;
+  q.query_addr = addr;
+  q.vma_name_addr = (uintptr_t)name;
+  q.vma_name_size = sizeof name;
+  int r = ioctl(fd, PROCMAP_QUERY, &q);
+  int e = errno;
+  close(fd);
+  if (r != 0) {
+    if (e == ENOENT)
+      return -1;
+    if (e == ENOTTY || e == EINVAL)
+      use_query = 0; /* no such ioctl here: do not ask again */
+    return -2;       /* ENAMETOOLONG and the like: the text file tells */
+  }
+  if (q.vma_start > addr || addr >= q.vma_end)
+    return -1;
+  if (path_cap) {
+    size_t n = q.vma_name_size ? strnlen(name, q.vma_name_size) : 0;
+    if (n >= path_cap)
+      n = path_cap - 1;
+    memcpy(path, name, n);
+    path[n] = 0;
+  }
+  return (q.vma_flags & PROCMAP_QUERY_VMA_READABLE ? PROT_READ : 0) |
+         (q.vma_flags & PROCMAP_QUERY_VMA_WRITABLE ? PROT_WRITE : 0) |
+         (q.vma_flags & PROCMAP_QUERY_VMA_EXECUTABLE ? PROT_EXEC : 0);
+}
+
 int proc_maps_protection(uintptr_t addr, char *path, size_t path_cap)
 {
   struct protection_query q = {addr, -1, path, path_cap};
   if (path_cap)
     path[0] = 0;
+  if (use_query) {
+    int prot = query_protection(addr, path, path_cap);
+    if (prot != -2)
+      return prot;
+  }
   proc_maps_for_each(find_protection, &q);
   return q.prot;
 }
