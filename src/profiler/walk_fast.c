@@ -126,9 +126,33 @@ struct walk_memo {
   struct memo_frame frames[MEMO_FRAMES];
 };
 
+/* The per-thread PC cache: a small direct-mapped table in front of the
+ * shared one, indexed by the return address's low bits (no hash, no atomic,
+ * no lock prefix). Its values are ready to use: no bit field is unpacked on
+ * the chain of dependent loads. It belongs to the walk that holds the memo
+ * (memo_busy), so a signal handler interrupting a walk never sees half an
+ * entry, and it is emptied when the walk's module snapshot is not the one
+ * its entries came from. Only simple CFA recipes are kept. */
+#define TC_BITS 9
+#define TC_SIZE (1u << TC_BITS)
+#define TC_FP_BASE ((uint64_t)1 << 32) /* CFA = FP + offset (else SP + offset) */
+#define TC_FP_SHIFT 40                 /* FP saved at CFA - (value >> 40); 0: not saved */
+
+static inline uint64_t tc_value(uint32_t bits) {
+  uint64_t v = (uint64_t)(((bits >> 4) & 1023) << 3);
+  if (bits & RC_FP_BASE)
+    v |= TC_FP_BASE;
+  if (bits & RC_FP_SAVED)
+    v |= (uint64_t)((bits & 15) << 3) << TC_FP_SHIFT;
+  return v;
+}
+
 struct thread_memo {
   struct walk_memo buf[2];
   int current; /* buf[current] is the last walk's record */
+  const void *tc_snapshot; /* the module table tc_val came from */
+  uintptr_t tc_key[TC_SIZE]; /* return address (not minus 1); 0: empty */
+  uint64_t tc_val[TC_SIZE];  /* tc_value() of its compressed recipe */
 };
 
 static IE_TLS struct thread_memo *thread_memo;
@@ -416,6 +440,8 @@ struct walk {
   int frame;             /* frames stepped so far */
   struct walk_memo *prev, *cur; /* memo of the last walk, and of this one (or NULL) */
   int join_at;           /* next candidate frame in prev (sp ascending) */
+  uintptr_t *tc_key;     /* the thread's PC cache, if this walk holds it */
+  uint64_t *tc_val;
   int outermost;         /* step_slow ended the walk on an "outermost" recipe */
 };
 
@@ -607,6 +633,13 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
   const uintptr_t lo = w->stack.lo, top = w->stack.hi - sizeof(uintptr_t);
   struct walk_memo *cur = w->cur, *prev = w->prev;
   int p = w->join_at;
+  /* Without the thread's cache, a one-entry table that never matches. */
+  static const uintptr_t no_key[1];
+  static const uint64_t no_val[1];
+  uintptr_t *tc_key = w->tc_key;
+  const uintptr_t *key = tc_key ? tc_key : no_key;
+  const uint64_t *val = tc_key ? w->tc_val : no_val;
+  const uintptr_t tc_mask = tc_key ? TC_SIZE - 1 : 0;
   int n = *n_io, start = n;
   enum run_end end;
   for (;;) {
@@ -625,20 +658,29 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
         prev = w->prev = NULL; /* changed since: walk on, and do not try again */
       }
     }
-    uint32_t bits;
-    if (!cache_get(pc_cache, pc - 1, &bits) || (bits & RC_OTHER)) {
-      end = RUN_SLOW;
-      break;
+    uintptr_t ti = pc & tc_mask;
+    uint64_t v = val[ti];
+    if (__builtin_expect(key[ti] != pc, 0)) {
+      uint32_t bits;
+      if (!cache_get(pc_cache, pc - 1, &bits) || (bits & RC_OTHER)) {
+        end = RUN_SLOW;
+        break;
+      }
+      v = tc_value(bits);
+      if (tc_key) {
+        tc_key[ti] = pc;
+        w->tc_val[ti] = v;
+      }
     }
-    uintptr_t cfa = ((bits & RC_FP_BASE) ? fp : sp) + (((bits >> 4) & 1023) << 3);
+    uintptr_t cfa = ((v & TC_FP_BASE) ? fp : sp) + (uint32_t)v;
     uintptr_t ra_at = cfa - sizeof(uintptr_t);
     if (cfa <= sp || ra_at < lo || ra_at > top) {
       end = RUN_SLOW; /* step_slow decides: bad stack or not */
       break;
     }
     uintptr_t next_fp = fp, fp_at = 0;
-    if (bits & RC_FP_SAVED) {
-      fp_at = cfa - ((bits & 15) << 3);
+    if (v >> TC_FP_SHIFT) {
+      fp_at = cfa - (uintptr_t)(v >> TC_FP_SHIFT);
       if (fp_at < lo) {
         end = RUN_SLOW;
         break;
@@ -720,10 +762,18 @@ static void memo_begin(struct walk *w, const struct module_snapshot *s) {
   struct thread_memo *tm = thread_memo;
   w->prev = w->cur = NULL;
   w->join_at = 0;
+  w->tc_key = NULL;
+  w->tc_val = NULL;
   if (!tm || memo_busy)
     return;
   memo_busy = 1;
   atomic_signal_fence(memory_order_seq_cst);
+  if (tm->tc_snapshot != s) {
+    memset(tm->tc_key, 0, sizeof tm->tc_key);
+    tm->tc_snapshot = s;
+  }
+  w->tc_key = tm->tc_key;
+  w->tc_val = tm->tc_val;
   w->prev = &tm->buf[tm->current];
   w->cur = &tm->buf[!tm->current];
   if (w->prev->snapshot != s || !w->prev->complete)
