@@ -141,7 +141,18 @@ static int symbol_matches(const ElfW(Sym) *sym, const char *strtab, const char *
 struct exists_query {
   const char *name;
   int found;
+  uintptr_t address;  /* the first definition found: where, how long, a function? */
+  size_t size;
+  int function;
 };
+
+static int found_symbol(struct exists_query *q, const ElfW(Sym) *sym, uintptr_t bias)
+{
+  q->address = bias + sym->st_value;
+  q->size = sym->st_size;
+  q->function = ELF64_ST_TYPE(sym->st_info) == STT_FUNC;
+  return q->found = 1;
+}
 
 static int module_defines(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -181,7 +192,7 @@ static int module_defines(struct dl_phdr_info *info, size_t size, void *arg)
     for (;; i++) {
       uint32_t ch = chain[i - symoffset];
       if ((ch | 1) == (h | 1) && symbol_matches(&symtab[i], strtab, q->name))
-        return q->found = 1;
+        return found_symbol(q, &symtab[i], info->dlpi_addr);
       if (ch & 1)
         return 0;
     }
@@ -191,16 +202,16 @@ static int module_defines(struct dl_phdr_info *info, size_t size, void *arg)
     const uint32_t *bucket = sysv + 2, *chain = bucket + nbucket;
     for (uint32_t i = nbucket ? bucket[sysv_hash(q->name) % nbucket] : 0; i; i = chain[i])
       if (symbol_matches(&symtab[i], strtab, q->name))
-        return q->found = 1;
+        return found_symbol(q, &symtab[i], info->dlpi_addr);
   }
   return 0;
 }
 
-static int dynamically_defined(const char *name)
+static int dynamically_defined(const char *name, struct exists_query *q)
 {
-  struct exists_query q = {name, 0};
-  dl_iterate_phdr(module_defines, &q);
-  return q.found;
+  *q = (struct exists_query){name, 0, 0, 0, 0};
+  dl_iterate_phdr(module_defines, q);
+  return q->found;
 }
 
 enum hook_status hook_locate(const char *function, const char *version, const char *library,
@@ -224,7 +235,8 @@ enum hook_status hook_locate(const char *function, const char *version, const ch
       only_path = lm->l_name;
   }
   void *addr = NULL;
-  if (dynamically_defined(function))
+  struct exists_query defined;
+  if (dynamically_defined(function, &defined))
     addr = version ? dlvsym(handle, function, version) : dlsym(handle, function);
   if (addr && !library && is_canonical_plt(addr))
     addr = definition_after_executable(function, version);
@@ -243,7 +255,13 @@ enum hook_status hook_locate(const char *function, const char *version, const ch
     return HOOK_ERR_SYMBOL_NOT_FOUND;
   }
   *address = addr;
-  *size = hook_function_size((uintptr_t)addr);
+  /* The dynamic symbol the hash lookup already found, when it is the one the
+   * loader chose, gives the size without dladdr (a walk over the whole
+   * .dynsym of the module). */
+  if (defined.found && defined.function && defined.size && defined.address == (uintptr_t)addr)
+    *size = defined.size;
+  else
+    *size = hook_function_size((uintptr_t)addr);
   return HOOK_OK;
 }
 
