@@ -15,6 +15,14 @@
  *    loop continues with recipes afterwards.
  */
 #define _GNU_SOURCE
+/* GCC's straight-line vectoriser packs the walk loop's pc and sp into one
+ * vector register to store them into the memo with one instruction, and
+ * then carries them from frame to frame in it: two register-file crossings
+ * on the chain of dependent loads, which made each frame about twice as
+ * slow (bench/walk). Plain scalar code is what the loop wants. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-tree-slp-vectorize")
+#endif
 #include "walk_fast.h"
 
 #include <link.h>
@@ -626,36 +634,53 @@ static int memo_join(struct walk *w, struct walk_memo *prev, int p, uintptr_t *p
  * locals. Stops at the first frame that needs step_slow (leaving the walk
  * on that frame, already recorded), at the end of the stack, or when `max`
  * frames are recorded and another one exists. Joins the previous walk of
- * the thread where it can (memo_join). Precondition: !w->exact. */
+ * the thread where it can (memo_join). Precondition: !w->exact.
+ *
+ * Per frame the hot path is: the thread cache's key and value (indexed by
+ * the return address's low bits), the CFA, two stack loads, the memo
+ * record and the output store; everything the rare cases need (the
+ * previous walk, the shared cache) stays out of the loop's registers. The
+ * previous walk is looked at only when sp reaches memo_sp, the stack
+ * pointer of its next candidate frame. */
 static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *w, uintptr_t *pcs,
                                                                   int *n_io, int max) {
   uintptr_t pc = w->regs.pc, sp = w->regs.sp, fp = w->regs.fp;
   const uintptr_t lo = w->stack.lo, top = w->stack.hi - sizeof(uintptr_t);
-  struct walk_memo *cur = w->cur, *prev = w->prev;
-  int p = w->join_at;
+  uintptr_t *out = pcs + *n_io, *start = out, *const out_end = pcs + max;
+  struct memo_frame *rec = NULL, *rec_end = NULL;
+  if (w->cur && *n_io - 1 < MEMO_FRAMES) {
+    rec = &w->cur->frames[*n_io - 1];
+    rec_end = &w->cur->frames[MEMO_FRAMES];
+  }
+  uintptr_t memo_sp = w->prev && w->join_at < w->prev->count ? w->prev->frames[w->join_at].sp
+                                                              : UINTPTR_MAX;
   /* Without the thread's cache, a one-entry table that never matches. */
   static const uintptr_t no_key[1];
   static const uint64_t no_val[1];
-  uintptr_t *tc_key = w->tc_key;
-  const uintptr_t *key = tc_key ? tc_key : no_key;
-  const uint64_t *val = tc_key ? w->tc_val : no_val;
-  const uintptr_t tc_mask = tc_key ? TC_SIZE - 1 : 0;
-  int n = *n_io, start = n;
+  const uintptr_t *key = w->tc_key ? w->tc_key : no_key;
+  const uint64_t *val = w->tc_key ? w->tc_val : no_val;
+  const uintptr_t tc_mask = w->tc_key ? TC_SIZE - 1 : 0;
   enum run_end end;
   for (;;) {
-    if (prev) {
+    if (__builtin_expect(sp >= memo_sp, 0)) {
+      struct walk_memo *prev = w->prev;
+      int p = w->join_at;
       while (p < prev->count && prev->frames[p].sp < sp)
         p++;
+      w->join_at = p;
+      memo_sp = p < prev->count ? prev->frames[p].sp : UINTPTR_MAX;
       if (p < prev->count && prev->frames[p].sp == sp && prev->frames[p].pc == pc &&
           prev->frames[p].fp == fp && p >= prev->joinable_from) {
-        thread_stats.frames_fast += (uint64_t)(n - start);
-        w->frame += n - start;
+        thread_stats.frames_fast += (uint64_t)(out - start);
+        w->frame += (int)(out - start);
+        start = out;
         w->regs = (struct frame_regs){pc, sp, fp};
-        *n_io = n;
+        *n_io = (int)(out - pcs);
         int joined = memo_join(w, prev, p, pcs, n_io, max, lo, top);
         if (joined >= 0)
           return (enum run_end)joined;
-        prev = w->prev = NULL; /* changed since: walk on, and do not try again */
+        w->prev = NULL; /* changed since: walk on, and do not try again */
+        memo_sp = UINTPTR_MAX;
       }
     }
     uintptr_t ti = pc & tc_mask;
@@ -667,8 +692,8 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
         break;
       }
       v = tc_value(bits);
-      if (tc_key) {
-        tc_key[ti] = pc;
+      if (w->tc_key) {
+        w->tc_key[ti] = pc;
         w->tc_val[ti] = v;
       }
     }
@@ -688,26 +713,25 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
       next_fp = *(const uintptr_t *)fp_at;
     }
     uintptr_t next_pc = *(const uintptr_t *)ra_at;
-    if (cur && n - 1 < MEMO_FRAMES)
-      cur->frames[n - 1] = (struct memo_frame){pc, sp, fp, ra_at, fp_at};
+    if (rec < rec_end)
+      *rec++ = (struct memo_frame){pc, sp, fp, ra_at, fp_at};
     if (next_pc == 0) {
       end = RUN_END; /* a null return address ends the chain, as in libunwind */
       break;
     }
-    if (n == max) {
+    if (out == out_end) {
       end = RUN_FULL;
       break;
     }
     pc = next_pc;
     sp = cfa;
     fp = next_fp;
-    pcs[n++] = pc - 1;
+    *out++ = pc - 1;
   }
-  thread_stats.frames_fast += (uint64_t)(n - start);
-  w->frame += n - start;
+  thread_stats.frames_fast += (uint64_t)(out - start);
+  w->frame += (int)(out - start);
   w->regs = (struct frame_regs){pc, sp, fp};
-  w->join_at = p;
-  *n_io = n;
+  *n_io = (int)(out - pcs);
   return end;
 }
 
