@@ -255,45 +255,84 @@ int arch_decode(const void *code, size_t avail, uintptr_t pc, struct arch_insn *
  * against roughly a hundred nanoseconds per decoded instruction.
  * tests/hook/scan_limit.c checks the opcode list against Zydis over every
  * one- and two-byte opcode. */
-static int rel8_opcode(uint8_t op) { return (op >= 0x70 && op <= 0x7f) || (op >= 0xe0 && op <= 0xe3) || op == 0xeb; }
-
-/* Opcode bytes ending at op_end (exclusive) of a rel16/rel32 branch? */
-static int wide_branch_opcode(const uint8_t *p, size_t op_end)
+static int lands_in(uint64_t base, int64_t displacement, uint64_t span)
 {
-  uint8_t op = p[op_end - 1];
-  if (op == 0xe8 || op == 0xe9)
-    return 1;
-  if (op_end < 2)
-    return 0;
-  uint8_t first = p[op_end - 2];
-  return (first == 0x0f && op >= 0x80 && op <= 0x8f) || (first == 0xc7 && op == 0xf8);
+  return base + (uint64_t)displacement < span;
+}
+
+/* Where a rel32 (or, prefixed, rel16) branch whose displacement starts at
+ * `disp` could end landing in the window, else 0. */
+static size_t wide_end(const uint8_t *p, size_t len, size_t disp, uint64_t base, uint64_t span)
+{
+  int32_t d32;
+  int16_t d16;
+  if (disp + 4 <= len) {
+    memcpy(&d32, p + disp, 4);
+    if (lands_in(base + disp + 4, d32, span))
+      return disp + 4;
+  }
+  if (disp + 2 <= len) {
+    memcpy(&d16, p + disp, 2);
+    if (lands_in(base + disp + 2, d16, span))
+      return disp + 2;
+  }
+  return 0;
+}
+
+/* Non-zero if some byte of w is zero (may also flag bytes above one that is;
+ * callers re-check bytes one by one). */
+static uint64_t has_zero_byte(uint64_t w)
+{
+  return (w - 0x0101010101010101u) & ~w & 0x8080808080808080u;
 }
 
 size_t arch_branch_scan_limit(const void *code, size_t len, uintptr_t pc, uintptr_t lo,
                               uintptr_t hi)
 {
-  if (hi <= lo)
+  if (hi <= lo || len < 2)
     return 0;
   const uint8_t *p = code;
   uint64_t span = hi - lo;
-  for (size_t end = len; end >= 2; end--) {
-    uint64_t base = pc + end - lo; /* target - lo = base + displacement */
-    if (rel8_opcode(p[end - 2]) && base + (uint64_t)(int64_t)(int8_t)p[end - 1] < span)
-      return end;
-    if (end >= 3 && wide_branch_opcode(p, end - 2)) {
-      int16_t d16;
-      memcpy(&d16, p + end - 2, 2);
-      if (base + (uint64_t)(int64_t)d16 < span)
-        return end;
+  uint64_t base = pc - lo; /* target - lo = base + instruction end + displacement */
+  size_t best = 0;
+
+  /* rel32 / rel16 forms reach anywhere: every e8, e9, 0f 8x and c7 f8 of the
+   * range, eight bytes at a time past words that hold none of e8, e9, 0f, c7. */
+  const uint64_t ones = 0x0101010101010101u;
+  for (size_t w = 0; w < len; w += 8) {
+    if (w + 8 <= len) {
+      uint64_t v;
+      memcpy(&v, p + w, 8);
+      if (!(has_zero_byte((v & ~ones) ^ 0xe8 * ones) | has_zero_byte(v ^ 0x0f * ones) |
+            has_zero_byte(v ^ 0xc7 * ones)))
+        continue;
     }
-    if (end >= 5 && wide_branch_opcode(p, end - 4)) {
-      int32_t d32;
-      memcpy(&d32, p + end - 4, 4);
-      if (base + (uint64_t)(int64_t)d32 < span)
-        return end;
+    for (size_t j = w; j < w + 8 && j + 1 < len; j++) {
+      size_t end = 0;
+      if (p[j] == 0xe8 || p[j] == 0xe9)
+        end = wide_end(p, len, j + 1, base, span);
+      else if ((p[j] == 0x0f && p[j + 1] >= 0x80 && p[j + 1] <= 0x8f) ||
+               (p[j] == 0xc7 && p[j + 1] == 0xf8))
+        end = wide_end(p, len, j + 2, base, span);
+      if (end > best)
+        best = end;
     }
   }
-  return 0;
+
+  /* rel8 forms (70..7f jcc, e0..e3 loop and jrcxz, eb jmp) reach 128 bytes
+   * from their end: only opcodes at offsets i with i + 2 - 128 < hi and
+   * i + 2 + 127 >= lo can count. */
+  int64_t first = (int64_t)(lo - pc), last = (int64_t)(hi - pc); /* window as offsets */
+  int64_t from = first - 129 > 0 ? first - 129 : 0;
+  int64_t to = last + 126 < (int64_t)len - 1 ? last + 126 : (int64_t)len - 1;
+  for (int64_t k = from; k < to; k++) {
+    size_t i = (size_t)k;
+    uint8_t op = p[i];
+    if (((op >= 0x70 && op <= 0x7f) || (op >= 0xe0 && op <= 0xe3) || op == 0xeb) &&
+        lands_in(base + i + 2, (int8_t)p[i + 1], span) && i + 2 > best)
+      best = i + 2;
+  }
+  return best;
 }
 
 /* ---- relocation ---------------------------------------------------------- */

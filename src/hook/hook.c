@@ -144,14 +144,12 @@ struct branch_scan {
 static int scan_code(uintptr_t start, size_t len, void *arg)
 {
   struct branch_scan *s = arg;
-  /* Decoding is most of an install's cost, and a branch into a window of a
+  /* Decoding was most of an install's cost, and a branch into a window of a
    * few bytes is rare: decode only as far as a raw-byte bound says such a
-   * branch could end. The instructions before it are the same ones a full
-   * scan decodes, so the answer is the same. */
-  const void *code = (const void *)start;
-  size_t before_site = arch_branch_scan_limit(code, len, start, s->fn + 1, s->site);
-  size_t after_site = arch_branch_scan_limit(code, len, start, s->site + 1, s->end);
-  size_t limit = before_site > after_site ? before_site : after_site;
+   * branch could end (the bound also counts branches to the site, which
+   * only makes it longer). The instructions before it are the same ones a
+   * full scan decodes, so the answer is the same. */
+  size_t limit = arch_branch_scan_limit((const void *)start, len, start, s->fn + 1, s->end);
   size_t off = 0;
   while (off < limit) {
     struct arch_insn insn;

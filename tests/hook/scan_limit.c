@@ -127,6 +127,11 @@ static void test_exact(void)
       /* xbegin rel32 +0x10 at +0: ends at 6 */
       {"xbegin", {0xc7, 0xf8, 0x10, 0, 0, 0, 0x90}, 7, 0x16, 0x17, 6},
       {"empty window", {0xeb, 0xfe}, 2, 0, 0, 0},
+      /* jmp rel8 -128 at +0: ends at 2, lands at -126, before the range */
+      {"jmp short before the range", {0xeb, 0x80, 0x90}, 3, (uintptr_t)-126, (uintptr_t)-125, 2},
+      {"jmp short, window just out of reach", {0xeb, 0x80, 0x90}, 3, (uintptr_t)-127, (uintptr_t)-126, 0},
+      /* jmp rel8 +127 at +0: ends at 2, lands at 129, after the range */
+      {"jmp short past the range", {0xeb, 0x7f, 0x90}, 3, 129, 130, 2},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const struct exact_case *c = &cases[i];
