@@ -697,7 +697,14 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
         w->tc_val[ti] = v;
       }
     }
-    uintptr_t cfa = ((v & TC_FP_BASE) ? fp : sp) + (uint32_t)v;
+    /* A branch, not a conditional move: the kind of frame is predictable
+     * and a branch keeps the test off the chain of dependent loads. */
+    uintptr_t cfa = sp;
+    if (v & TC_FP_BASE) {
+      cfa = fp;
+      __asm__("" : "+r"(cfa)); /* keeps it a branch */
+    }
+    cfa += (uint32_t)v;
     uintptr_t ra_at = cfa - sizeof(uintptr_t);
     if (cfa <= sp || ra_at < lo || ra_at > top) {
       end = RUN_SLOW; /* step_slow decides: bad stack or not */
