@@ -279,11 +279,11 @@ static size_t wide_end(const uint8_t *p, size_t len, size_t disp, uint64_t base,
   return 0;
 }
 
-/* Non-zero if some byte of w is zero (may also flag bytes above one that is;
- * callers re-check bytes one by one). */
-static uint64_t has_zero_byte(uint64_t w)
+/* The high bit of each byte of w that is zero, exactly. */
+static uint64_t zero_bytes(uint64_t w)
 {
-  return (w - 0x0101010101010101u) & ~w & 0x8080808080808080u;
+  const uint64_t low7 = 0x7f7f7f7f7f7f7f7fu;
+  return ~(((w & low7) + low7) | w | low7);
 }
 
 size_t arch_branch_scan_limit(const void *code, size_t len, uintptr_t pc, uintptr_t lo,
@@ -299,16 +299,20 @@ size_t arch_branch_scan_limit(const void *code, size_t len, uintptr_t pc, uintpt
   /* rel32 / rel16 forms reach anywhere: every e8, e9, 0f 8x and c7 f8 of the
    * range, eight bytes at a time past words that hold none of e8, e9, 0f, c7. */
   const uint64_t ones = 0x0101010101010101u;
-  for (size_t w = 0; w < len; w += 8) {
+  for (size_t w = 0; w + 1 < len; w += 8) {
+    uint64_t hits;
     if (w + 8 <= len) {
       uint64_t v;
       memcpy(&v, p + w, 8);
-      if (!(has_zero_byte((v & ~ones) ^ 0xe8 * ones) | has_zero_byte(v ^ 0x0f * ones) |
-            has_zero_byte(v ^ 0xc7 * ones)))
-        continue;
+      hits = zero_bytes((v & ~ones) ^ 0xe8 * ones) | zero_bytes(v ^ 0x0f * ones) |
+             zero_bytes(v ^ 0xc7 * ones);
+    } else {
+      hits = 0x8080808080808080u >> (8 * (w + 8 - len)); /* the tail: every byte */
     }
-    for (size_t j = w; j < w + 8 && j + 1 < len; j++) {
-      size_t end = 0;
+    for (; hits; hits &= hits - 1) {
+      size_t j = w + (size_t)__builtin_ctzll(hits) / 8, end = 0;
+      if (j + 1 >= len)
+        break;
       if (p[j] == 0xe8 || p[j] == 0xe9)
         end = wide_end(p, len, j + 1, base, span);
       else if ((p[j] == 0x0f && p[j + 1] >= 0x80 && p[j + 1] <= 0x8f) ||
