@@ -22,6 +22,9 @@
 #include <string.h>
 #include <time.h>
 
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
 #include "walk_check.h"
 #include "walk_fast.h"
 
@@ -141,7 +144,14 @@ NOINLINE static unsigned burn_nested(int depth, int rounds) {
 
 /* ---- dlopen / dlclose ---------------------------------------------------- */
 
-static const char *plugin_path;
+/* One or two plugins (PATH[:PATH]), loaded in turn. With two, each load
+ * records where the entry point landed, and the run must have seen the
+ * second plugin at an address where the first one was walked before (see
+ * corpus_plugin.c): otherwise the module change it tests did not happen. */
+static char *plugin_paths[2];
+static int plugin_count;
+static uintptr_t plugin_entry_seen[2];
+static int plugin_reused;
 
 /* The harness's reference walk runs libunwind, with its global cache lock,
  * in the sampler's handler. A handler interrupting this thread while it
@@ -156,18 +166,31 @@ static void hold_sampler(int on) {
   pthread_sigmask(on ? SIG_BLOCK : SIG_UNBLOCK, &prof, NULL);
 }
 
-NOINLINE static void plugin_cycle(void) {
+NOINLINE static void plugin_cycle(int round) {
+  int which = round % plugin_count;
+  const char *path = plugin_paths[which];
   hold_sampler(1);
-  void *h = dlopen(plugin_path, RTLD_NOW | RTLD_LOCAL);
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
-    fprintf(stderr, "walk_corpus: dlopen %s: %s\n", plugin_path, dlerror());
+    fprintf(stderr, "walk_corpus: dlopen %s: %s\n", path, dlerror());
     exit(2);
   }
   igprof_walk_fast_modules_changed();
   void (*entry)(int) = (void (*)(int))dlsym(h, "corpus_plugin_entry");
+  if (!entry) {
+    fprintf(stderr, "walk_corpus: %s has no corpus_plugin_entry\n", path);
+    exit(2);
+  }
+  if (plugin_count == 2 && (uintptr_t)entry == plugin_entry_seen[!which])
+    plugin_reused++;
+  plugin_entry_seen[which] = (uintptr_t)entry;
   entry(5);
   dlclose(h);
   igprof_walk_fast_modules_changed();
+  /* The reference needs this too: libunwind keeps what it learnt about an
+   * address after the module there is gone, and with the second plugin at
+   * the same address it would stop at the first plugin frame. */
+  unw_flush_cache(unw_local_addr_space, 0, 0);
   hold_sampler(0);
 }
 
@@ -202,10 +225,17 @@ static double now(void) {
 
 int main(int argc, char **argv) {
   if (argc != 5) {
-    fprintf(stderr, "usage: %s PLUGIN.so MIN_FRAMES MIN_SIGNAL_WALKS NAME\n", argv[0]);
+    fprintf(stderr, "usage: %s PLUGIN.so[:PLUGIN2.so] MIN_FRAMES MIN_SIGNAL_WALKS NAME\n", argv[0]);
     return 2;
   }
-  plugin_path = argv[1];
+  plugin_paths[0] = argv[1];
+  plugin_count = 1;
+  char *colon = strchr(argv[1], ':');
+  if (colon) {
+    *colon = '\0';
+    plugin_paths[1] = colon + 1;
+    plugin_count = 2;
+  }
   long min_frames = atol(argv[2]), min_signal = atol(argv[3]);
 
   check_init();
@@ -223,8 +253,15 @@ int main(int argc, char **argv) {
   for (int round = 0; round < 12 || (sampler_samples() < 3 * min_signal && now() - start < 8);
        round++) {
     workload(round);
-    plugin_cycle();
+    plugin_cycle(round);
   }
+  if (plugin_count == 2 && plugin_reused == 0) {
+    fprintf(stderr, "walk_corpus: the two plugins never shared an address: the module change "
+                    "test did not run\n");
+    return 1;
+  }
+  if (plugin_count == 2)
+    printf("%s: plugins swapped at one address %d times\n", argv[4], plugin_reused);
 
   /* The same signal handled on an alternate stack. */
   static char altstack[1 << 18];

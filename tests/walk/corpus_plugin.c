@@ -2,7 +2,20 @@
  * must be compiled when it appears and its frames walked while it is there. */
 #include "walk_check.h"
 
+/* Two builds of this file differ only in PLUGIN_PAD: the same code at the
+ * same offsets with different frame sizes. Loaded one after the other at
+ * the same address, their return addresses coincide and their recipes do
+ * not, so a walker that kept a recipe across the module change would walk
+ * the second one wrongly. Both sizes need a 32-bit immediate, so the code
+ * has the same length. */
+#ifndef PLUGIN_PAD
+#define PLUGIN_PAD 200
+#endif
+
 __attribute__((noinline)) static void plugin_leaf(int n) {
+  char pad[PLUGIN_PAD];
+  pad[0] = (char)n;
+  __asm__ volatile("" : : "r"(pad) : "memory"); /* the frame must be allocated */
   if (n == 0)
     check_here();
   else
