@@ -902,15 +902,50 @@ static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_unti
   return n;
 }
 
+/* Every field set one by one: an initializer zeroes the whole structure,
+ * which GCC does with a `rep stos`, whose start-up alone costs several
+ * nanoseconds per walk. */
+static inline void walk_init(struct walk *w, int exact, const ucontext_t *uc) {
+  w->exact = exact;
+  w->stack.lo = w->stack.hi = 0;
+  w->uc = uc;
+  w->frame = 0;
+  w->prev = w->cur = NULL;
+  w->join_at = 0;
+  w->outermost = 0;
+  w->tc_key = NULL;
+  w->tc_val = NULL;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* With a frame pointer of its own, this function knows its caller's
+ * registers without a step: the return address and the caller's frame
+ * pointer sit at its frame pointer, and the caller's stack pointer after
+ * the call is just above them. That saves a lookup and a step (about a
+ * fifth of a 10-frame walk) on every hook walk. */
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) int
+igprof_walk_fast_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *truncated) {
+  const uintptr_t *frame = __builtin_frame_address(0);
+  struct walk w;
+  walk_init(&w, 0, NULL);
+  w.regs.pc = frame[1];
+  w.regs.sp = (uintptr_t)(frame + 2);
+  w.regs.fp = frame[0];
+  return walk_run(&w, pcs, max, (uintptr_t)caller_ret, truncated);
+}
+#else
 __attribute__((noinline)) int igprof_walk_fast_from_hook(uintptr_t *pcs, int max,
                                                          void *caller_ret, int *truncated) {
-  struct walk w = {.exact = 1};
+  struct walk w;
+  walk_init(&w, 1, NULL);
   FRAME_REGS_HERE(&w.regs);
   return walk_run(&w, pcs, max, (uintptr_t)caller_ret, truncated);
 }
+#endif
 
 int igprof_walk_fast_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated) {
-  struct walk w = {.exact = 1, .uc = uc};
+  struct walk w;
+  walk_init(&w, 1, uc);
   frame_regs_from_ucontext(&w.regs, uc);
   return walk_run(&w, pcs, max, 0, truncated);
 }
