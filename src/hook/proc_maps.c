@@ -45,12 +45,18 @@ static int parse_line(char *line, struct maps_entry *e)
   return 0;
 }
 
-int proc_maps_for_each(int (*fn)(const struct maps_entry *entry, void *arg), void *arg)
+static int open_maps(void)
 {
   int fd;
   do
     fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+int proc_maps_for_each(int (*fn)(const struct maps_entry *entry, void *arg), void *arg)
+{
+  int fd = open_maps();
   if (fd < 0)
     return -1;
   char buf[8192];
@@ -156,10 +162,7 @@ int proc_maps_use_query(int use)
  * mapped, -2 if the kernel cannot answer this way. */
 static int query_protection(uintptr_t addr, char *path, size_t path_cap)
 {
-  int fd;
-  do
-    fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  while (fd < 0 && errno == EINTR);
+  int fd = open_maps();
   if (fd < 0)
     return -2;
   char name[4096];
