@@ -15,14 +15,6 @@
  *    loop continues with recipes afterwards.
  */
 #define _GNU_SOURCE
-/* GCC's straight-line vectoriser packs the walk loop's pc and sp into one
- * vector register to store them into the memo with one instruction, and
- * then carries them from frame to frame in it: two register-file crossings
- * on the chain of dependent loads, which made each frame about twice as
- * slow (bench/walk). Plain scalar code is what the loop wants. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-tree-slp-vectorize")
-#endif
 #include "walk_fast.h"
 
 #include <link.h>
@@ -580,7 +572,7 @@ enum run_end { RUN_SLOW, RUN_END, RUN_FULL };
  * previous walk. Re-read every slot the previous walk read from p outwards;
  * if all still hold what they held, append the previous walk's outer frames
  * and return RUN_END or RUN_FULL; else return -1 and change nothing. */
-static int memo_join(struct walk *w, struct walk_memo *prev, int p, uintptr_t *pcs,
+__attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo *prev, int p, uintptr_t *pcs,
                      int *n_io, int max, uintptr_t lo, uintptr_t top) {
   const struct memo_frame *f = prev->frames;
   int last = prev->count - 1;
@@ -628,6 +620,16 @@ static int memo_join(struct walk *w, struct walk_memo *prev, int p, uintptr_t *p
   *n_io = n;
   return end;
 }
+
+/* GCC's straight-line vectoriser packs the walk loop's pc and sp into one
+ * vector register to store them into the memo with one instruction, and
+ * then carries them from frame to frame in it: two register-file crossings
+ * on the chain of dependent loads, which made each frame about twice as
+ * slow (bench/walk). Plain scalar code is what the loop wants; memo_join,
+ * above, keeps the vectoriser (its copy loops gain from it). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-tree-slp-vectorize")
+#endif
 
 /* The hot loop: step and record caller after caller while each return
  * address has a cached, compressed SP/FP recipe, with the registers in
