@@ -131,6 +131,11 @@ int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor);
  * which reads instructions and frame-pointer chains without checking. */
 int frame_memory_mapped(uintptr_t addr, uintptr_t len);
 
+/* Whether the code at `pc` (mapped, at least 9 bytes) is the C library's
+ * signal return trampoline, so the frame it returns to was interrupted.
+ * For code whose unwind table is not compiled (no CIE 'S' flag to go by). */
+int frame_is_sigreturn(uintptr_t pc);
+
 /* Registers of the calling function at the point of the call, captured
  * inline so that pc and sp describe the same instruction. */
 #if defined(__x86_64__)

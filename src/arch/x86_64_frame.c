@@ -59,3 +59,15 @@ int frame_memory_mapped(uintptr_t addr, uintptr_t len) {
   errno = saved;
   return ok;
 }
+
+int frame_is_sigreturn(uintptr_t pc) {
+  /* glibc's __restore_rt: mov $15 (rt_sigreturn), %rax; syscall */
+  static const unsigned char seq[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+  const unsigned char *code = (const unsigned char *)pc;
+  if (!frame_memory_mapped(pc, sizeof seq))
+    return 0;
+  for (int i = 0; i < 9; i++)
+    if (code[i] != seq[i])
+      return 0;
+  return 1;
+}

@@ -67,6 +67,13 @@ struct table_record {
   ino_t ino;
   uintptr_t hdr_offset; /* .eh_frame_hdr - bias: tells two files apart cheaply */
   uintptr_t anon_hdr;   /* for modules without a file: the absolute header address */
+  /* Readable ranges as offsets from the load bias: the table is compiled
+   * lazily (compile_record), from whichever load of the file needs it. */
+  struct eh_frame_segment seg_offsets[16];
+  int nsegs;
+  /* 0 until status and table are final; set with a release store under
+   * rebuild_lock, read with an acquire load (signal handlers included). */
+  _Atomic int compiled;
   enum eh_frame_status status;
   struct eh_frame_table table;
   char name[];
@@ -76,7 +83,7 @@ static struct table_record *records; /* guarded by rebuild_lock */
 
 struct fast_module {
   uintptr_t text_start, text_end, bias;
-  const struct table_record *record;
+  struct table_record *record;
 };
 
 struct module_snapshot {
@@ -95,6 +102,10 @@ static _Atomic uint64_t pc_cache[PC_CACHE_SIZE];
 
 static IE_TLS uintptr_t stack_lo, stack_hi;
 static IE_TLS int in_rebuild; /* this thread holds the loader lock in rebuild() */
+/* Compile every module when the module table is built (the CPU sampler's
+ * walks run in signal handlers, which never compile); else each module is
+ * compiled by the first hook walk that meets one of its frames. */
+static _Atomic int eager_compile;
 static IE_TLS struct walk_fast_stats thread_stats;
 
 /* ---- per-thread stack memo ------------------------------------------------
@@ -198,6 +209,30 @@ void igprof_walk_fast_stats(struct walk_fast_stats *out) { *out = thread_stats; 
 
 /* ---- module table construction (outside signal context) ------------------ */
 
+/* Compile `r` from its load at `bias`, unless done already. The caller
+ * holds rebuild_lock (so there is one compiler at a time) and knows the
+ * module is mapped at `bias`: it holds the loader lock, or a frame of the
+ * module is live on its own stack. */
+static void compile_record(struct table_record *r, uintptr_t bias) {
+  if (atomic_load_explicit(&r->compiled, memory_order_relaxed))
+    return;
+  struct eh_frame_segment segs[16];
+  for (int i = 0; i < r->nsegs; i++)
+    segs[i] = (struct eh_frame_segment){bias + r->seg_offsets[i].start,
+                                        bias + r->seg_offsets[i].end};
+  r->status = eh_frame_compile((const void *)(bias + r->hdr_offset), bias, segs, r->nsegs,
+                               &r->table);
+  atomic_store_explicit(&r->compiled, 1, memory_order_release);
+}
+
+/* Compile every module of the current snapshot (caller holds rebuild_lock;
+ * the snapshot's modules are mapped, since rebuild holds the lock too). */
+static void compile_snapshot(void) {
+  struct module_snapshot *s = atomic_load_explicit(&current_snapshot, memory_order_relaxed);
+  for (int i = 0; s && i < s->count; i++)
+    compile_record(s->modules[i].record, s->modules[i].bias);
+}
+
 static struct table_record *find_or_compile(struct dl_phdr_info *info, const void *hdr,
                                             const struct eh_frame_segment *segs, int nsegs) {
   struct stat st;
@@ -211,6 +246,7 @@ static struct table_record *find_or_compile(struct dl_phdr_info *info, const voi
   }
   size_t name_len = strlen(info->dlpi_name);
   struct table_record *r = forever_alloc(sizeof *r + name_len + 1);
+  /* (compiled later: compile_record) */
   if (!r)
     return NULL;
   memset(r, 0, sizeof *r);
@@ -222,7 +258,10 @@ static struct table_record *find_or_compile(struct dl_phdr_info *info, const voi
     r->anon_hdr = (uintptr_t)hdr;
   }
   r->hdr_offset = hdr_offset;
-  r->status = eh_frame_compile(hdr, info->dlpi_addr, segs, nsegs, &r->table);
+  for (int i = 0; i < nsegs; i++)
+    r->seg_offsets[i] = (struct eh_frame_segment){segs[i].start - info->dlpi_addr,
+                                                  segs[i].end - info->dlpi_addr};
+  r->nsegs = nsegs;
   r->next = records;
   records = r;
   return r;
@@ -278,9 +317,11 @@ static int collect_module(struct dl_phdr_info *info, size_t size, void *arg) {
     b->failed = 1;
     return 1;
   }
-  const struct table_record *rec = find_or_compile(info, hdr, segs, nsegs);
+  struct table_record *rec = find_or_compile(info, hdr, segs, nsegs);
   if (!rec)
     return 0;
+  if (atomic_load_explicit(&eager_compile, memory_order_relaxed))
+    compile_record(rec, info->dlpi_addr); /* the loader lock is held */
   b->modules[b->count++] = (struct fast_module){text_start, text_end, info->dlpi_addr, rec};
   return 0;
 }
@@ -343,6 +384,25 @@ static void rebuild(void) {
   pthread_mutex_unlock(&rebuild_lock);
 }
 
+/* dl_iterate_phdr callback: runs compile_snapshot with the loader lock held. */
+static int compile_current(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)info, (void)size, (void)arg;
+  compile_snapshot();
+  return 1; /* once is enough */
+}
+
+/* Compile every module of the current table now, with the loader lock held
+ * so none is unloaded meanwhile. */
+static void compile_all(void) {
+  pthread_mutex_lock(&rebuild_lock);
+  in_rebuild = 1;
+  atomic_signal_fence(memory_order_seq_cst);
+  dl_iterate_phdr(compile_current, NULL);
+  atomic_signal_fence(memory_order_seq_cst);
+  in_rebuild = 0;
+  pthread_mutex_unlock(&rebuild_lock);
+}
+
 void igprof_walk_fast_init(void) {
   rebuild();
   igprof_walk_fast_thread_init();
@@ -350,8 +410,15 @@ void igprof_walk_fast_init(void) {
 
 void igprof_walk_fast_modules_changed(void) { rebuild(); }
 
+void igprof_walk_fast_set_eager(int on) {
+  atomic_store_explicit(&eager_compile, on != 0, memory_order_relaxed);
+  if (on)
+    compile_all();
+}
+
 int igprof_walk_fast_modules(void (*fn)(const struct walk_fast_module_info *, void *),
                              void *arg) {
+  compile_all(); /* the summary counts rows */
   const struct module_snapshot *s = atomic_load_explicit(&current_snapshot, memory_order_acquire);
   if (!s)
     return 0;
@@ -383,8 +450,27 @@ static const struct fast_module *module_of(const struct module_snapshot *s, uint
 }
 
 /* Recipe for the instruction at `pc`; *known says whether pc lies in a
- * module's code (so its memory is mapped). */
-static struct frame_recipe recipe_for(const struct module_snapshot *s, uintptr_t pc, int *known) {
+ * module's code (so its memory is mapped), KNOWN_UNCOMPILED when that
+ * module's table is not compiled and `may_compile` is 0 (signal context) or
+ * compiling had to be skipped. */
+/* Compile the module of a frame met by a hook walk. Only a walk outside
+ * signal context may: it can take rebuild_lock (trylock: a thread already
+ * rebuilding, this one included, is never waited for; the frame is then
+ * libunwind's) and the module is mapped, as one of its frames is live on
+ * this thread's stack. */
+__attribute__((noinline)) static int compile_lazily(const struct fast_module *m) {
+  if (in_rebuild || pthread_mutex_trylock(&rebuild_lock) != 0)
+    return 0;
+  compile_record(m->record, m->bias);
+  pthread_mutex_unlock(&rebuild_lock);
+  return 1;
+}
+
+/* *known from recipe_for for a module whose table is not compiled yet. */
+#define KNOWN_UNCOMPILED 2
+
+static struct frame_recipe recipe_for(const struct module_snapshot *s, uintptr_t pc, int *known,
+                                      int may_compile) {
   uint32_t bits;
   if (cache_get(pc_cache, pc, &bits)) {
     *known = 1;
@@ -396,6 +482,11 @@ static struct frame_recipe recipe_for(const struct module_snapshot *s, uintptr_t
   *known = m != NULL;
   if (!m)
     return none; /* not cached: JIT code may appear without a module change */
+  if (__builtin_expect(!atomic_load_explicit(&m->record->compiled, memory_order_acquire), 0) &&
+      !(may_compile && compile_lazily(m))) {
+    *known = KNOWN_UNCOMPILED; /* libunwind steps it; nothing is cached */
+    return none;
+  }
   struct frame_recipe rc = eh_frame_lookup(&m->record->table, pc - m->bias);
   if (recipe_compress(rc, &bits)) {
     uint64_t stored = cache_put(pc_cache, pc, bits);
@@ -498,16 +589,18 @@ static enum step unwinder_step(struct walk *w, struct frame_recipe rc, int known
     if (unw_init_local2(&cursor, &uc, w->exact ? UNW_INIT_SIGNAL_FRAME : 0) < 0)
       return STEP_CUT;
   }
+  /* The frame a signal trampoline returns to was interrupted, not called:
+   * our own reading of the CIE says so, or for a module not compiled yet
+   * the trampoline's code. (libunwind only knows a frame is a signal frame
+   * once it has stepped into it.) */
+  int interrupted = known == KNOWN_UNCOMPILED ? frame_is_sigreturn(w->regs.pc)
+                                              : (rc.flags & FRAME_SIGNAL) != 0;
   int stepped = unw_step(&cursor);
   if (stepped == 0)
     return STEP_END;
   struct frame_regs next;
   if (stepped < 0 || !frame_regs_from_unwinder(&next, &cursor))
     return STEP_CUT;
-  /* The frame a signal trampoline returns to was interrupted, not called.
-   * (libunwind only knows a frame is a signal frame once it has stepped
-   * into it, so the flag comes from our own reading of the CIE.) */
-  int interrupted = (rc.flags & FRAME_SIGNAL) != 0;
   if (!region_of(next.sp, interrupted, &w->stack))
     return STEP_CUT;
   thread_stats.frames_unwinder++;
@@ -521,7 +614,14 @@ __attribute__((noinline)) static enum step step_slow(struct walk *w,
                                                      const struct module_snapshot *s) {
   int known;
   uintptr_t lookup_pc = w->exact ? w->regs.pc : w->regs.pc - 1;
-  struct frame_recipe rc = recipe_for(s, lookup_pc, &known);
+  struct frame_recipe rc = recipe_for(s, lookup_pc, &known, w->uc == NULL);
+  if (__builtin_expect(known == KNOWN_UNCOMPILED, 0)) {
+    enum step r = unwinder_step(w, rc, known);
+    w->frame++;
+    if (r == STEP_OK && w->regs.pc == 0)
+      return STEP_END;
+    return r;
+  }
   enum step result;
   switch (frame_step(&w->regs, rc, w->stack.lo, w->stack.hi)) {
   case FRAME_STEP_OK:
@@ -779,7 +879,9 @@ static int unwinder_walk(struct walk *w, const struct module_snapshot *s, uintpt
     /* As in step(): the frame after a signal trampoline was interrupted. */
     if (s) {
       int known;
-      exact = (recipe_for(s, exact ? ip : ip - 1, &known).flags & FRAME_SIGNAL) != 0;
+      struct frame_recipe rc = recipe_for(s, exact ? ip : ip - 1, &known, w->uc == NULL);
+      exact = known == KNOWN_UNCOMPILED ? frame_is_sigreturn(ip)
+                                        : (rc.flags & FRAME_SIGNAL) != 0;
     } else {
       exact = 0;
     }

@@ -20,13 +20,20 @@
 int igprof_walk_fast_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *truncated);
 int igprof_walk_fast_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated);
 
-/* Outside signal context. init compiles recipes for every loaded module;
- * modules_changed (after dlopen/dlclose) compiles the new ones and retires
+/* Outside signal context. init builds the table of loaded modules;
+ * modules_changed (after dlopen/dlclose) adds the new ones and retires
  * the unloaded ones; thread_init caches the calling thread's stack bounds.
  * A thread that never called thread_init is walked entirely by libunwind. */
 void igprof_walk_fast_init(void);
 void igprof_walk_fast_modules_changed(void);
 void igprof_walk_fast_thread_init(void);
+
+/* Tables are compiled lazily, each by the first hook walk (normal context)
+ * that meets a frame of its module; a signal walk steps frames of modules
+ * not compiled yet with libunwind. set_eager(1) (the CPU sampler, whose
+ * walks are all in signal handlers) compiles every loaded module now and
+ * each module as it is loaded. Outside signal context. */
+void igprof_walk_fast_set_eager(int on);
 
 /* Per-thread counters of the calling thread (for tests, -d and benchmarks). */
 struct walk_fast_stats {
