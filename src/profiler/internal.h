@@ -21,6 +21,11 @@
 
 #include "hook.h"
 
+struct dl_phdr_info;
+/* The address range [*lo, *hi) a loaded module's PT_LOAD segments cover
+ * (*lo >= *hi when it has none). In symbols.c. */
+void igprof_module_span(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi);
+
 #define IGPROF_EXPORT __attribute__((visibility("default")))
 #define IGPROF_LIKELY(x) __builtin_expect(!!(x), 1)
 #define IGPROF_UNLIKELY(x) __builtin_expect(!!(x), 0)

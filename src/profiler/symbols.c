@@ -38,6 +38,21 @@ static char *scratch_strdup(struct igprof_scratch *s, const char *str)
   return p;
 }
 
+/* The address range [*lo, *hi) a loaded module's PT_LOAD segments cover
+ * (*lo >= *hi when it has none). */
+void igprof_module_span(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi)
+{
+  *lo = UINTPTR_MAX;
+  *hi = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+    if (a < *lo) *lo = a;
+    if (a + ph->p_memsz > *hi) *hi = a + ph->p_memsz;
+  }
+}
+
 static int add_module(struct dl_phdr_info *info, size_t size, void *arg)
 {
   (void) size;
@@ -50,14 +65,8 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *arg)
     s->modules = m;
     s->cap = cap;
   }
-  uintptr_t lo = UINTPTR_MAX, hi = 0;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    if (ph->p_type != PT_LOAD) continue;
-    uintptr_t a = info->dlpi_addr + ph->p_vaddr;
-    if (a < lo) lo = a;
-    if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
-  }
+  uintptr_t lo, hi;
+  igprof_module_span(info, &lo, &hi);
   if (lo >= hi) return 0;
   struct module *m = &s->modules[s->count];
   memset(m, 0, sizeof *m);

@@ -116,14 +116,8 @@ static int find_span(struct dl_phdr_info *info, size_t size, void *arg)
 {
   (void) size;
   struct span *s = arg;
-  uintptr_t lo = UINTPTR_MAX, hi = 0;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    if (ph->p_type != PT_LOAD) continue;
-    uintptr_t a = info->dlpi_addr + ph->p_vaddr;
-    if (a < lo) lo = a;
-    if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
-  }
+  uintptr_t lo, hi;
+  igprof_module_span(info, &lo, &hi);
   if (s->addr < lo || s->addr >= hi) return 0;
   s->lo = lo;
   s->hi = hi;
