@@ -155,20 +155,25 @@ struct walk_memo {
 #define TC_FP_SHIFT 40                 /* FP saved at CFA - (value >> 40); 0: not saved */
 
 static inline uint64_t tc_value(uint32_t bits) {
-  uint64_t v = (uint64_t)(((bits >> 4) & 1023) << 3);
+  uint64_t v = recipe_cfa_bytes(bits);
   if (bits & RC_FP_BASE)
     v |= TC_FP_BASE;
   if (bits & RC_FP_SAVED)
-    v |= (uint64_t)((bits & 15) << 3) << TC_FP_SHIFT;
+    v |= (uint64_t)recipe_fp_bytes(bits) << TC_FP_SHIFT;
   return v;
 }
+
+/* Key and value side by side: a lookup touches one cache line. */
+struct tc_entry {
+  uintptr_t key; /* return address (not minus 1); 0: empty */
+  uint64_t val;  /* tc_value() of its compressed recipe */
+};
 
 struct thread_memo {
   struct walk_memo buf[2];
   int current; /* buf[current] is the last walk's record */
-  const void *tc_snapshot; /* the module table tc_val came from */
-  uintptr_t tc_key[TC_SIZE]; /* return address (not minus 1); 0: empty */
-  uint64_t tc_val[TC_SIZE];  /* tc_value() of its compressed recipe */
+  const void *tc_snapshot; /* the module table tc came from */
+  struct tc_entry tc[TC_SIZE];
 };
 
 static IE_TLS struct thread_memo *thread_memo;
@@ -560,8 +565,7 @@ struct walk {
   int frame;             /* frames stepped so far */
   struct walk_memo *prev, *cur; /* memo of the last walk, and of this one (or NULL) */
   int join_at;           /* next candidate frame in prev (sp ascending) */
-  uintptr_t *tc_key;     /* the thread's PC cache, if this walk holds it */
-  uint64_t *tc_val;
+  struct tc_entry *tc;   /* the thread's PC cache, if this walk holds it */
   int outermost;         /* step_slow ended the walk on an "outermost" recipe */
 };
 
@@ -789,11 +793,9 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
   uintptr_t memo_sp = w->prev && w->join_at < w->prev->count ? w->prev->frames[w->join_at].sp
                                                               : UINTPTR_MAX;
   /* Without the thread's cache, a one-entry table that never matches. */
-  static const uintptr_t no_key[1];
-  static const uint64_t no_val[1];
-  const uintptr_t *key = w->tc_key ? w->tc_key : no_key;
-  const uint64_t *val = w->tc_key ? w->tc_val : no_val;
-  const uintptr_t tc_mask = w->tc_key ? TC_SIZE - 1 : 0;
+  static const struct tc_entry no_entry[1];
+  const struct tc_entry *tc = w->tc ? w->tc : no_entry;
+  const uintptr_t tc_mask = w->tc ? TC_SIZE - 1 : 0;
   enum run_end end;
   for (;;) {
     if (__builtin_expect(sp >= memo_sp, 0)) {
@@ -818,17 +820,17 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
       }
     }
     uintptr_t ti = pc & tc_mask;
-    uint64_t v = val[ti];
-    if (__builtin_expect(key[ti] != pc, 0)) {
+    uint64_t v = tc[ti].val;
+    if (__builtin_expect(tc[ti].key != pc, 0)) {
       uint32_t bits;
       if (!cache_get(pc_cache, pc - 1, &bits) || (bits & RC_OTHER)) {
         end = RUN_SLOW;
         break;
       }
       v = tc_value(bits);
-      if (w->tc_key) {
-        w->tc_key[ti] = pc;
-        w->tc_val[ti] = v;
+      if (w->tc) {
+        w->tc[ti].key = pc;
+        w->tc[ti].val = v;
       }
     }
     /* A branch, not a conditional move: the kind of frame is predictable
@@ -928,19 +930,17 @@ static void memo_begin(struct walk *w, const struct module_snapshot *s) {
   struct thread_memo *tm = thread_memo;
   w->prev = w->cur = NULL;
   w->join_at = 0;
-  w->tc_key = NULL;
-  w->tc_val = NULL;
+  w->tc = NULL;
   if (!tm || memo_busy)
     return;
   memo_busy = 1;
   atomic_signal_fence(memory_order_seq_cst);
   if (tm->tc_snapshot != s) {
     if (tm->tc_snapshot) /* a fresh memo is zero: its pages stay untouched until used */
-      memset(tm->tc_key, 0, sizeof tm->tc_key);
+      memset(tm->tc, 0, sizeof tm->tc);
     tm->tc_snapshot = s;
   }
-  w->tc_key = tm->tc_key;
-  w->tc_val = tm->tc_val;
+  w->tc = tm->tc;
   w->prev = &tm->buf[tm->current];
   w->cur = &tm->buf[!tm->current];
   if (w->prev->snapshot != s || !w->prev->complete)
@@ -1049,8 +1049,7 @@ static inline void walk_init(struct walk *w, int exact, const ucontext_t *uc) {
   w->prev = w->cur = NULL;
   w->join_at = 0;
   w->outermost = 0;
-  w->tc_key = NULL;
-  w->tc_val = NULL;
+  w->tc = NULL;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)

@@ -1,14 +1,14 @@
 /* The fast walker's PC → recipe cache: one 64-bit word per entry.
  *
- * A word holds the lookup PC in its upper 47 bits (x86_64 user addresses)
- * and a 17-bit compressed recipe below, so a reader needs a single atomic
- * load to get a key and a value that belong together: no sequence counter,
- * no torn reads, nobody ever waits. Writers simply store; a racing writer
- * may overwrite, which only costs a later miss.
+ * A word holds the lookup PC's bits above PC_CACHE_BITS (33 bits of an
+ * x86_64 user address: the slot index gives back the low bits, see
+ * cache_slot) and a 31-bit compressed recipe below, so a reader needs a
+ * single atomic load to get a key and a value that belong together: no
+ * sequence counter, no torn reads, nobody ever waits. Writers simply store;
+ * a racing writer may overwrite, which only costs a later miss.
  *
- * Recipes that do not fit 17 bits (a CFA offset above 8 KiB, a return
- * address not at CFA-8) are never cached; the walker finds them by binary
- * search each time.
+ * Recipes that do not fit (a CFA offset of 8 MiB or more, a return address
+ * not at CFA-8) are never cached; the walker derives them each time.
  *
  * Entries are never made stale by a module change: the table is cleared
  * when a new module snapshot is published, and a writer that computed its
@@ -22,34 +22,46 @@
 
 #include "../arch/frame.h"
 
-#define PC_CACHE_BITS 14
+#define PC_CACHE_BITS 16
 #define PC_CACHE_SIZE (1u << PC_CACHE_BITS)
-#define RECIPE_BITS 17
-#define PC_CACHE_MAX_PC (((uint64_t)1 << (64 - RECIPE_BITS)) - 1)
+#define RECIPE_BITS 31
+#define PC_CACHE_MAX_PC (((uint64_t)1 << (64 - RECIPE_BITS + PC_CACHE_BITS)) - 1)
+_Static_assert(PC_CACHE_MAX_PC >= ((uint64_t)1 << 47) - 1, "keys must hold a user address");
 
-/* Compressed recipe layout (17 bits):
- *   bit 16      1: "other" — bits 0-3 kind, bits 4-7 flags (no offsets)
- *   bit 15      CFA is FP-based (else SP-based)
- *   bit 14      FRAME_FP_SAVED
- *   bits 4-13   CFA offset / 8
- *   bits 0-3    -(FP save offset) / 8
+/* Compressed recipe layout (31 bits):
+ *   bit 30      1: "other" — bits 0-3 kind, bits 4-7 flags (no offsets)
+ *   bit 29      CFA is FP-based (else SP-based)
+ *   bit 28      FRAME_FP_SAVED
+ *   bits 8-27   CFA offset / 8
+ *   bits 0-7    -(FP save offset) / 8
  * The return address is at CFA-8 in every compressed CFA recipe. */
-#define RC_OTHER (1u << 16)
-#define RC_FP_BASE (1u << 15)
-#define RC_FP_SAVED (1u << 14)
+#define RC_OTHER (1u << 30)
+#define RC_FP_BASE (1u << 29)
+#define RC_FP_SAVED (1u << 28)
+#define RC_CFA_SHIFT 8
+#define RC_CFA_MAX ((1u << 20) - 1) /* in units of 8 bytes */
+#define RC_FP_MAX 255u              /* in units of 8 bytes */
+
+/* CFA offset and FP save distance (bytes below the CFA) of a compressed
+ * SP/FP recipe. */
+static inline uint32_t recipe_cfa_bytes(uint32_t bits) {
+  return ((bits >> RC_CFA_SHIFT) & RC_CFA_MAX) * 8;
+}
+static inline uint32_t recipe_fp_bytes(uint32_t bits) { return (bits & RC_FP_MAX) * 8; }
 
 static inline int recipe_compress(struct frame_recipe rc, uint32_t *out) {
   if (rc.kind != FRAME_CFA_SP && rc.kind != FRAME_CFA_FP) {
     *out = RC_OTHER | rc.kind | (uint32_t)rc.flags << 4;
     return 1;
   }
-  if (rc.ra_offset != -8 || rc.cfa_offset < 0 || rc.cfa_offset % 8 || rc.cfa_offset / 8 > 1023)
+  if (rc.ra_offset != -8 || rc.cfa_offset < 0 || rc.cfa_offset % 8 ||
+      (uint32_t)rc.cfa_offset / 8 > RC_CFA_MAX)
     return 0;
-  uint32_t bits = (uint32_t)rc.cfa_offset / 8 << 4;
+  uint32_t bits = (uint32_t)rc.cfa_offset / 8 << RC_CFA_SHIFT;
   if (rc.kind == FRAME_CFA_FP)
     bits |= RC_FP_BASE;
   if (rc.flags & FRAME_FP_SAVED) {
-    if (rc.fp_offset > -8 || rc.fp_offset % 8 || -rc.fp_offset / 8 > 15)
+    if (rc.fp_offset > -8 || rc.fp_offset % 8 || (uint32_t)(-rc.fp_offset / 8) > RC_FP_MAX)
       return 0;
     bits |= RC_FP_SAVED | (uint32_t)(-rc.fp_offset / 8);
   }
@@ -65,26 +77,32 @@ static inline struct frame_recipe recipe_expand(uint32_t bits) {
     return rc;
   }
   rc.kind = (bits & RC_FP_BASE) ? FRAME_CFA_FP : FRAME_CFA_SP;
-  rc.cfa_offset = (int32_t)((bits >> 4) & 1023) * 8;
+  rc.cfa_offset = (int32_t)recipe_cfa_bytes(bits);
   rc.ra_offset = -8;
   if (bits & RC_FP_SAVED) {
     rc.flags = FRAME_FP_SAVED;
-    rc.fp_offset = (int16_t)(-(int32_t)(bits & 15) * 8);
+    rc.fp_offset = (int16_t)(-(int32_t)recipe_fp_bytes(bits));
   }
   return rc;
 }
 
+/* The slot of pc is its low bits mixed with the next ones; the entry keeps
+ * pc >> PC_CACHE_BITS, from which and the slot's index the low bits follow
+ * (low = index ^ (key & mask)): so a key match means the same pc. */
 static inline _Atomic uint64_t *cache_slot(_Atomic uint64_t *cache, uintptr_t pc) {
   /* Two cheap operations instead of a multiply: this sits on the walk's
    * chain of dependent loads. Code addresses spread well in their low bits. */
   return &cache[(pc ^ (pc >> PC_CACHE_BITS)) & (PC_CACHE_SIZE - 1)];
 }
 
-/* One load: the entry is ours if its key is pc. */
+/* One load: the entry is ours if its key is pc's high part. An empty entry
+ * (0) matches no pc, as none below 1 << PC_CACHE_BITS is ever looked up
+ * or stored (page zero and the low pages are never mapped). */
 static inline int cache_get(_Atomic uint64_t *cache, uintptr_t pc, uint32_t *bits) {
   uint64_t e = atomic_load_explicit(cache_slot(cache, pc), memory_order_relaxed);
+  uintptr_t key = pc >> PC_CACHE_BITS;
   *bits = (uint32_t)(e & ((1u << RECIPE_BITS) - 1));
-  return (e >> RECIPE_BITS) == pc && pc != 0;
+  return (e >> RECIPE_BITS) == key && key != 0;
 }
 
 /* Store an entry; returns the word stored (0 if pc cannot be cached).
@@ -92,9 +110,9 @@ static inline int cache_get(_Atomic uint64_t *cache, uintptr_t pc, uint32_t *bit
  * the current one and, if not, calls cache_retract: a store that the clear
  * of a newer snapshot may have missed must not survive it. */
 static inline uint64_t cache_put(_Atomic uint64_t *cache, uintptr_t pc, uint32_t bits) {
-  if (pc == 0 || pc > PC_CACHE_MAX_PC)
+  if ((pc >> PC_CACHE_BITS) == 0 || pc > PC_CACHE_MAX_PC)
     return 0;
-  uint64_t e = (uint64_t)pc << RECIPE_BITS | bits;
+  uint64_t e = (uint64_t)(pc >> PC_CACHE_BITS) << RECIPE_BITS | bits;
   atomic_store_explicit(cache_slot(cache, pc), e, memory_order_seq_cst);
   return e;
 }
