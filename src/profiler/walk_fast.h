@@ -1,4 +1,4 @@
-/* The fast stack walker: frame recipes compiled from .eh_frame, a lock-free
+/* The fast stack walker: frame recipes derived from .eh_frame, a lock-free
  * PC → recipe cache, and libunwind for the frames recipes cannot describe.
  *
  * walk.c dispatches here when the method is WALK_FAST; the two walk functions
