@@ -232,6 +232,10 @@ struct cfi_run {
   struct cfi_state stack[CFI_STACK_DEPTH];
   int depth, overflow;
   uintptr_t loc;
+  /* eh_frame_find: the state is wanted at this address; the run stops at
+   * the first advance past it (compiling runs to the end: UINTPTR_MAX). */
+  uintptr_t stop_after;
+  int stopped;
 };
 
 static struct frame_recipe recipe_of(const struct cfi_run *run) {
@@ -288,21 +292,27 @@ static void restore_rule(struct cfi_run *run, uint64_t reg) {
     *r = *rule_for(&run->initial, run->cie, reg);
 }
 
-/* Move to a new location: the row for the old state starts at run->loc. */
+/* Move to a new location: the row for the old state starts at run->loc.
+ * A move past stop_after leaves the state as it is at stop_after. */
 static void advance(struct cfi_run *run, struct row_builder *b, uintptr_t bias, uintptr_t to,
                     int emit) {
+  if (to > run->stop_after) {
+    run->stopped = 1;
+    return;
+  }
   if (emit && to > run->loc)
     builder_add(b, (uint32_t)(run->loc - bias), recipe_of(run));
   run->loc = to;
 }
 
 /* Run one instruction stream. With emit == 0 (the CIE's initial
- * instructions) no rows are produced. Returns 0 on a malformed stream. */
+ * instructions, or eh_frame_find) no rows are produced. Stops early once
+ * the location passes run->stop_after. Returns 0 on a malformed stream. */
 static int run_insns(struct cfi_run *run, struct reader *r, struct row_builder *b,
                      uintptr_t bias, int emit) {
   const struct cie *cie = run->cie;
   struct cfi_state *s = &run->state;
-  while (!r->bad && r->p < r->end) {
+  while (!r->bad && !run->stopped && r->p < r->end) {
     uint8_t op = read_u8(r), low = op & 0x3f;
     uint64_t reg, delta;
     int64_t off;
@@ -487,10 +497,16 @@ static enum eh_frame_status parse_cie(const struct module_view *m, uintptr_t p, 
   return EH_FRAME_OK;
 }
 
-/* Compile the FDE at `fde` into rows. */
-static enum eh_frame_status compile_fde(const struct module_view *m, uintptr_t fde,
-                                        uintptr_t bias, struct row_builder *b) {
-  struct reader r = reader_at(m, fde);
+/* An FDE, parsed up to its instructions. */
+struct fde {
+  struct cie cie;
+  uintptr_t pc_begin, pc_end;
+  struct reader insns; /* the FDE's call-frame instructions */
+};
+
+/* Parse the FDE at `at` (its length field) and its CIE. */
+static enum eh_frame_status parse_fde(const struct module_view *m, uintptr_t at, struct fde *f) {
+  struct reader r = reader_at(m, at);
   uint64_t len = read_u32(&r);
   if (len == 0xffffffffu)
     len = read_u64(&r);
@@ -501,13 +517,12 @@ static enum eh_frame_status compile_fde(const struct module_view *m, uintptr_t f
   uint32_t cie_off = read_u32(&r);
   if (cie_off == 0 || cie_off > id_at)
     return EH_FRAME_BAD_FDE; /* 0 would make this a CIE */
-  struct cie cie;
-  enum eh_frame_status st = parse_cie(m, id_at - cie_off, &cie);
+  enum eh_frame_status st = parse_cie(m, id_at - cie_off, &f->cie);
   if (st != EH_FRAME_OK)
     return st;
-  uintptr_t pc_begin = read_encoded(&r, cie.fde_enc, 0);
-  uintptr_t pc_range = read_encoded(&r, cie.fde_enc & 0x0f, 0);
-  if (cie.has_z) {
+  f->pc_begin = read_encoded(&r, f->cie.fde_enc, 0);
+  uintptr_t pc_range = read_encoded(&r, f->cie.fde_enc & 0x0f, 0);
+  if (f->cie.has_z) {
     uint64_t aug_len = read_uleb(&r);
     if (!reader_has(&r, aug_len))
       return EH_FRAME_BAD_FDE;
@@ -515,25 +530,76 @@ static enum eh_frame_status compile_fde(const struct module_view *m, uintptr_t f
   }
   if (r.bad)
     return EH_FRAME_BAD_FDE;
-  if (pc_range == 0)
-    return EH_FRAME_OK;
-  uintptr_t pc_end = pc_begin + pc_range;
-  if (pc_begin < bias || pc_end < pc_begin || pc_end - bias > UINT32_MAX)
-    return EH_FRAME_OK; /* not addressable by 32-bit row offsets: leave to libunwind */
+  f->pc_end = f->pc_begin + pc_range;
+  f->insns = r;
+  return EH_FRAME_OK;
+}
 
-  struct cfi_run run = {.cie = &cie, .loc = pc_begin};
-  run.state.cfa_reg = frame_arch.dwarf_sp;
-  struct reader ir = {cie.insns, cie.insns_end, 0};
-  if (!run_insns(&run, &ir, b, bias, 0) || run.loc != pc_begin)
+/* Whether rows can describe the FDE's range: not empty, and addressable
+ * by 32-bit offsets from the bias (else its code is left to libunwind). */
+static int fde_usable(const struct fde *f, uintptr_t bias) {
+  return f->pc_end > f->pc_begin && f->pc_begin >= bias && f->pc_end - bias <= UINT32_MAX;
+}
+
+/* Start a run of the FDE's program: the CIE's initial instructions. */
+static enum eh_frame_status cfi_start(struct cfi_run *run, const struct fde *f, uintptr_t bias) {
+  *run = (struct cfi_run){.cie = &f->cie, .loc = f->pc_begin, .stop_after = UINTPTR_MAX};
+  run->state.cfa_reg = frame_arch.dwarf_sp;
+  struct reader ir = {f->cie.insns, f->cie.insns_end, 0};
+  if (!run_insns(run, &ir, NULL, bias, 0) || run->loc != f->pc_begin)
     return EH_FRAME_BAD_CIE;
-  run.initial = run.state;
-  run.depth = 0;
-  if (!run_insns(&run, &r, b, bias, 1))
+  run->initial = run->state;
+  run->depth = 0;
+  return EH_FRAME_OK;
+}
+
+/* Compile the FDE at `fde` into rows. */
+static enum eh_frame_status compile_fde(const struct module_view *m, uintptr_t fde,
+                                        uintptr_t bias, struct row_builder *b) {
+  struct fde f;
+  struct cfi_run run;
+  enum eh_frame_status st = parse_fde(m, fde, &f);
+  if (st != EH_FRAME_OK || !fde_usable(&f, bias))
+    return st;
+  if ((st = cfi_start(&run, &f, bias)) != EH_FRAME_OK)
+    return st;
+  if (!run_insns(&run, &f.insns, b, bias, 1))
     return EH_FRAME_BAD_FDE;
-  if (run.loc < pc_end)
-    advance(&run, b, bias, pc_end, 1);
+  if (run.loc < f.pc_end)
+    advance(&run, b, bias, f.pc_end, 1);
   struct frame_recipe none = {0, 0, 0, FRAME_NO_INFO, 0};
-  builder_add(b, (uint32_t)(pc_end - bias), none);
+  builder_add(b, (uint32_t)(f.pc_end - bias), none);
+  return EH_FRAME_OK;
+}
+
+/* ---- .eh_frame_hdr -------------------------------------------------------- */
+
+/* The header's binary-search table: `count` pairs (initial location, FDE
+ * address) sorted by location, each field in encoding `enc`. */
+struct search_table {
+  struct reader entries; /* positioned at the first pair */
+  uint8_t enc;
+  uint64_t count;
+};
+
+static enum eh_frame_status parse_hdr(const struct module_view *m, const void *hdr,
+                                      struct search_table *t) {
+  struct reader r = reader_at(m, (uintptr_t)hdr);
+  uintptr_t datarel = (uintptr_t)hdr;
+  uint8_t version = read_u8(&r), frame_enc = read_u8(&r), count_enc = read_u8(&r),
+          table_enc = read_u8(&r);
+  if (r.bad)
+    return EH_FRAME_OUT_OF_BOUNDS;
+  if (version != 1)
+    return EH_FRAME_BAD_HEADER;
+  (void)read_encoded(&r, frame_enc, datarel); /* .eh_frame start: FDEs are found via the table */
+  if (count_enc == PE_omit || table_enc == PE_omit)
+    return EH_FRAME_NO_TABLE;
+  t->count = read_encoded(&r, count_enc, datarel);
+  if (r.bad)
+    return EH_FRAME_BAD_HEADER;
+  t->enc = table_enc;
+  t->entries = r;
   return EH_FRAME_OK;
 }
 
@@ -570,23 +636,15 @@ enum eh_frame_status eh_frame_compile(const void *hdr, uintptr_t bias,
                                       struct eh_frame_table *out) {
   struct module_view m = {segs, nsegs};
   *out = (struct eh_frame_table){0};
-  struct reader r = reader_at(&m, (uintptr_t)hdr);
+  struct search_table t;
+  enum eh_frame_status st = parse_hdr(&m, hdr, &t);
+  if (st != EH_FRAME_OK)
+    return st;
+  struct reader r = t.entries;
   uintptr_t datarel = (uintptr_t)hdr;
-  uint8_t version = read_u8(&r), frame_enc = read_u8(&r), count_enc = read_u8(&r),
-          table_enc = read_u8(&r);
-  if (r.bad)
-    return EH_FRAME_OUT_OF_BOUNDS;
-  if (version != 1)
-    return EH_FRAME_BAD_HEADER;
-  (void)read_encoded(&r, frame_enc, datarel); /* .eh_frame start: FDEs are found via the table */
-  if (count_enc == PE_omit || table_enc == PE_omit)
-    return EH_FRAME_NO_TABLE;
-  uint64_t count = read_encoded(&r, count_enc, datarel);
-  if (r.bad)
-    return EH_FRAME_BAD_HEADER;
-
+  uint8_t table_enc = t.enc;
+  uint64_t count = t.count;
   struct row_builder b = {0};
-  enum eh_frame_status st = EH_FRAME_OK;
   uint64_t done = 0;
   for (uint64_t i = 0; i < count && st == EH_FRAME_OK && !b.failed; i++) {
     (void)read_encoded(&r, table_enc, datarel); /* initial location */
@@ -618,4 +676,72 @@ void eh_frame_table_release(struct eh_frame_table *table) {
   if (table->map)
     munmap(table->map, table->map_size);
   *table = (struct eh_frame_table){0};
+}
+
+/* ---- one address ------------------------------------------------------------ */
+
+/* Size of one field of the search table; 0 for a variable-size encoding,
+ * which cannot be binary-searched (no linker writes one). */
+static size_t table_field_size(uint8_t enc) {
+  switch (enc & 0x0f) {
+  case PE_udata2: case PE_sdata2: return 2;
+  case PE_udata4: case PE_sdata4: return 4;
+  case PE_udata8: case PE_sdata8: case PE_absptr: return 8;
+  default: return 0;
+  }
+}
+
+/* The recipe compilation would give `pc`, by the same rules: the FDE is the
+ * last one of the search table whose initial location is <= pc (a later
+ * FDE wins where FDEs overlap), and pc must lie in its range. Reads only
+ * what that lookup needs: O(log FDEs) table entries, one FDE, its CIE. */
+enum eh_frame_status eh_frame_find(const void *hdr, uintptr_t bias,
+                                   const struct eh_frame_segment *segs, int nsegs, uintptr_t pc,
+                                   struct frame_recipe *out) {
+  struct module_view m = {segs, nsegs};
+  *out = (struct frame_recipe){0, 0, 0, FRAME_NO_INFO, 0};
+  struct search_table t;
+  enum eh_frame_status st = parse_hdr(&m, hdr, &t);
+  if (st != EH_FRAME_OK)
+    return st;
+  size_t field = table_field_size(t.enc);
+  if (field == 0)
+    return EH_FRAME_BAD_HEADER;
+  if (t.count > (uint64_t)(t.entries.end - t.entries.p) / (2 * field))
+    return EH_FRAME_OUT_OF_BOUNDS; /* the whole table must lie in its segment */
+  uintptr_t datarel = (uintptr_t)hdr;
+  /* Last entry with location <= pc: lo is a candidate, hi the first entry
+   * known to be greater. */
+  uint64_t lo = 0, hi = t.count;
+  if (hi == 0)
+    return EH_FRAME_OK;
+  while (hi - lo > 1) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    struct reader e = {t.entries.p + mid * 2 * field, t.entries.end, 0};
+    if (read_encoded(&e, t.enc, datarel) <= pc)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  struct reader e = {t.entries.p + lo * 2 * field, t.entries.end, 0};
+  uintptr_t first = read_encoded(&e, t.enc, datarel);
+  uintptr_t fde_at = read_encoded(&e, t.enc, datarel);
+  if (e.bad)
+    return EH_FRAME_BAD_HEADER;
+  if (first > pc)
+    return EH_FRAME_OK; /* before the first FDE */
+
+  struct fde f;
+  struct cfi_run run;
+  if ((st = parse_fde(&m, fde_at, &f)) != EH_FRAME_OK)
+    return st;
+  if (!fde_usable(&f, bias) || pc < f.pc_begin || pc >= f.pc_end)
+    return EH_FRAME_OK; /* between FDEs */
+  if ((st = cfi_start(&run, &f, bias)) != EH_FRAME_OK)
+    return st;
+  run.stop_after = pc;
+  if (!run_insns(&run, &f.insns, NULL, bias, 0))
+    return EH_FRAME_BAD_FDE;
+  *out = recipe_of(&run);
+  return EH_FRAME_OK;
 }

@@ -2,10 +2,12 @@
  *
  * Input is the in-memory PT_GNU_EH_FRAME section (.eh_frame_hdr) of a module
  * the dynamic loader has mapped: its sorted search table names every FDE.
- * Each FDE's call-frame program is run once, here, outside any signal
- * context, and every address range where the frame shape stays the same
- * becomes one row: (start offset from the module's load bias, recipe). The
- * walker then only binary-searches rows; it never interprets DWARF.
+ * eh_frame_compile runs each FDE's call-frame program once, and every
+ * address range where the frame shape stays the same becomes one row:
+ * (start offset from the module's load bias, recipe). eh_frame_find gives
+ * the recipe of a single address, by the same rules, from one FDE: that is
+ * what the walker uses (its PC cache keeps the results); the compiled table
+ * serves statistics and tests.
  *
  * Rows cover the module's code densely: an address between FDEs has a
  * FRAME_NO_INFO row, an address whose shape needs DWARF expressions, a signal
@@ -60,6 +62,20 @@ enum eh_frame_status eh_frame_compile(const void *hdr, uintptr_t bias,
                                       struct eh_frame_table *out);
 
 void eh_frame_table_release(struct eh_frame_table *table);
+
+/* The recipe of one address, without compiling the module: what
+ * eh_frame_lookup() on the compiled table would give for `pc` (FRAME_NO_INFO
+ * where it would find no FDE, or a malformed one). Binary-searches the
+ * header's table, parses one FDE and its CIE, and runs their call-frame
+ * instructions up to `pc` only. Async-signal-safe: no allocation, no lock,
+ * no library call, fixed-size state on the stack, and every byte read is
+ * checked against `segs`, as in eh_frame_compile. The status says why a
+ * FRAME_NO_INFO result is not plain "no FDE" (for tests and statistics);
+ * unlike compiling, instructions after `pc` are not read, so a defect there
+ * goes unnoticed. */
+enum eh_frame_status eh_frame_find(const void *hdr, uintptr_t bias,
+                                   const struct eh_frame_segment *segs, int nsegs, uintptr_t pc,
+                                   struct frame_recipe *out);
 
 /* Recipe for module offset `off`: the row with the greatest start <= off.
  * Signal-safe: reads only the immutable table. */

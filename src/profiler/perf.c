@@ -199,7 +199,6 @@ static void perf_before_final_dump(void)
 
 static int perf_start(void)
 {
-  { extern void igprof_walk_fast_set_eager(int) __attribute__((weak)); if (igprof_walk_fast_set_eager) igprof_walk_fast_set_eager(1); } /* -pp walks in signal handlers: compile every module up front */
   c_ticks = igprof_counter_define("PERF_TICKS", IGPROF_COUNTER_TICK, 0);
   if (c_ticks < 0) return -1;
   perf_config.signal = perf_choose_signal(igprof_config.dump_signal);

@@ -301,13 +301,21 @@ static void *hook_dlopen(const char *file, int flags)
 
 static int hook_dlclose(void *h)
 {
+  /* The walker keeps away from module memory from here until the table is
+   * rebuilt (igprof_walk_modules_changing and _changed are paired). */
+  int tracked = atomic_load(&igprof_state.active) && igprof_enter();
+  if (tracked) {
+    igprof_walk_modules_changing();
+    igprof_leave();
+  }
   int rc = real_dlclose(h);
-  if (atomic_load(&igprof_state.active) && igprof_enter()) {
+  if (tracked) {
+    int entered = igprof_enter();
     int saved = errno;
     igprof_walk_modules_changed();
     modules_rescan(0);
     errno = saved;
-    igprof_leave();
+    if (entered) igprof_leave();
   }
   return rc;
 }

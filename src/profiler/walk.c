@@ -17,6 +17,7 @@ int igprof_walk_fast_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, 
     __attribute__((weak));
 void igprof_walk_fast_init(void) __attribute__((weak));
 void igprof_walk_fast_thread_init(void) __attribute__((weak));
+void igprof_walk_fast_modules_changing(void) __attribute__((weak));
 void igprof_walk_fast_modules_changed(void) __attribute__((weak));
 
 /* Frames of the profiler itself between the walker and the hooked call:
@@ -106,6 +107,11 @@ void igprof_walk_init(void)
 void igprof_walk_thread_init(void)
 {
   if (igprof_walk_fast_thread_init) igprof_walk_fast_thread_init();
+}
+
+void igprof_walk_modules_changing(void)
+{
+  if (igprof_walk_fast_modules_changing) igprof_walk_fast_modules_changing();
 }
 
 void igprof_walk_modules_changed(void)

@@ -34,4 +34,9 @@ void igprof_walk_init(void);
 void igprof_walk_thread_init(void);
 void igprof_walk_modules_changed(void);
 
+/* Before a dlclose, on the thread that calls igprof_walk_modules_changed
+ * after it (and only then: the two are paired): until then walks keep
+ * away from module memory, which the dlclose may unmap. */
+void igprof_walk_modules_changing(void);
+
 #endif

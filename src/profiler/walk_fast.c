@@ -2,12 +2,14 @@
  *
  * Four pieces:
  *  - the module table: an immutable, sorted snapshot of the loaded modules'
- *    code ranges with their compiled recipe tables, published through one
- *    atomic pointer. Rebuilt outside signal context; snapshots and tables are
- *    never unmapped once published, so a reader holding an old pointer is
- *    always safe (a table is kept for reuse when its file is loaded again);
+ *    code ranges and where their .eh_frame_hdr and readable segments lie,
+ *    published through one atomic pointer. Rebuilt outside signal context;
+ *    snapshots are never unmapped once published, so a reader holding an
+ *    old pointer is always safe;
  *  - the PC cache (walk_fast_cache.h): a direct-mapped table of 64-bit words
- *    each holding a PC and its compressed recipe, read with one atomic load;
+ *    each holding a PC and its compressed recipe, read with one atomic load.
+ *    On a miss the recipe of that one PC is derived from the module's
+ *    .eh_frame (eh_frame_find), in whatever context the walk runs;
  *  - the per-thread memo: the previous walk's frames and the stack slots
  *    they were read from, so a walk can join it where nothing changed;
  *  - the walk loop: recipes step most frames with two loads; a frame they
@@ -59,16 +61,18 @@ static void *forever_alloc(size_t bytes) {
 
 /* ---- compiled tables, keyed by file identity ----------------------------- */
 
-/* One compiled module file. Kept after the module is unloaded: a reader may
- * still hold it, and a module that is loaded again reuses it. */
+/* One module file. Kept after the module is unloaded: a reader may still
+ * hold it, and a module that is loaded again reuses it. Walks derive
+ * recipes from the file's mapped unwind data (derive_recipe); the compiled
+ * table is made only for igprof_walk_fast_modules (statistics). */
 struct table_record {
   struct table_record *next;
   dev_t dev;
   ino_t ino;
   uintptr_t hdr_offset; /* .eh_frame_hdr - bias: tells two files apart cheaply */
   uintptr_t anon_hdr;   /* for modules without a file: the absolute header address */
-  /* Readable ranges as offsets from the load bias: the table is compiled
-   * lazily (compile_record), from whichever load of the file needs it. */
+  /* Readable ranges as offsets from the load bias: every read of unwind
+   * data stays inside them, at whichever address the file is loaded. */
   struct eh_frame_segment seg_offsets[16];
   int nsegs;
   /* 0 until status and table are final; set with a release store under
@@ -102,10 +106,11 @@ static _Atomic uint64_t pc_cache[PC_CACHE_SIZE];
 
 static IE_TLS uintptr_t stack_lo, stack_hi;
 static IE_TLS int in_rebuild; /* this thread holds the loader lock in rebuild() */
-/* Compile every module when the module table is built (the CPU sampler's
- * walks run in signal handlers, which never compile); else each module is
- * compiled by the first hook walk that meets one of its frames. */
-static _Atomic int eager_compile;
+/* dlclose calls under way (igprof_walk_fast_modules_changing), each until
+ * the rebuild after it has published: while any is, the snapshot may name
+ * a module that is no longer mapped, so no recipe is derived. */
+static _Atomic unsigned closes_in_progress;
+static IE_TLS unsigned closes_pending; /* this thread's share of closes_in_progress */
 static IE_TLS struct walk_fast_stats thread_stats;
 
 /* ---- per-thread stack memo ------------------------------------------------
@@ -144,7 +149,7 @@ struct walk_memo {
  * (memo_busy), so a signal handler interrupting a walk never sees half an
  * entry, and it is emptied when the walk's module snapshot is not the one
  * its entries came from. Only simple CFA recipes are kept. */
-#define TC_BITS 9
+#define TC_BITS 12
 #define TC_SIZE (1u << TC_BITS)
 #define TC_FP_BASE ((uint64_t)1 << 32) /* CFA = FP + offset (else SP + offset) */
 #define TC_FP_SHIFT 40                 /* FP saved at CFA - (value >> 40); 0: not saved */
@@ -210,9 +215,8 @@ void igprof_walk_fast_stats(struct walk_fast_stats *out) { *out = thread_stats; 
 /* ---- module table construction (outside signal context) ------------------ */
 
 /* Compile `r` from its load at `bias`, unless done already. The caller
- * holds rebuild_lock (so there is one compiler at a time) and knows the
- * module is mapped at `bias`: it holds the loader lock, or a frame of the
- * module is live on its own stack. */
+ * holds rebuild_lock (so there is one compiler at a time) and the loader
+ * lock (so the module stays mapped at `bias`). For statistics only. */
 static void compile_record(struct table_record *r, uintptr_t bias) {
   if (atomic_load_explicit(&r->compiled, memory_order_relaxed))
     return;
@@ -288,8 +292,7 @@ static int grow_modules(struct build_state *b) {
   return 1;
 }
 
-/* Runs with the loader lock held, so no module can be unmapped while its
- * unwind data is compiled. */
+/* Runs with the loader lock held: the module is mapped as described. */
 static int collect_module(struct dl_phdr_info *info, size_t size, void *arg) {
   struct build_state *b = arg;
   struct eh_frame_segment segs[16];
@@ -320,8 +323,6 @@ static int collect_module(struct dl_phdr_info *info, size_t size, void *arg) {
   struct table_record *rec = find_or_compile(info, hdr, segs, nsegs);
   if (!rec)
     return 0;
-  if (atomic_load_explicit(&eager_compile, memory_order_relaxed))
-    compile_record(rec, info->dlpi_addr); /* the loader lock is held */
   b->modules[b->count++] = (struct fast_module){text_start, text_end, info->dlpi_addr, rec};
   return 0;
 }
@@ -349,8 +350,10 @@ static int same_modules(const struct module_snapshot *s, const struct build_stat
   return 1;
 }
 
-static void rebuild(void) {
+/* Returns 0 if the module table could not be rebuilt (out of memory). */
+static int rebuild(void) {
   struct build_state b = {0};
+  int ok = 0;
   /* dl_iterate_phdr holds the loader lock while we compile. A signal handler
    * running on this thread meanwhile must not enter libunwind, which may wait
    * for a lock held by a thread that is itself waiting for the loader lock:
@@ -362,7 +365,9 @@ static void rebuild(void) {
   dl_iterate_phdr(collect_module, &b);
   sort_modules(b.modules, b.count);
   struct module_snapshot *old = atomic_load_explicit(&current_snapshot, memory_order_relaxed);
-  if (!b.failed && !same_modules(old, &b)) {
+  if (!b.failed && same_modules(old, &b)) {
+    ok = 1;
+  } else if (!b.failed) {
     struct module_snapshot *s =
         forever_alloc(sizeof *s + (size_t)b.count * sizeof(struct fast_module));
     if (s) {
@@ -372,9 +377,12 @@ static void rebuild(void) {
       /* The old snapshot stays mapped: a walk in another thread or a signal
        * handler may still be reading it. Publish first, then clear the
        * cache: a recipe cached from the old snapshot after the clear is
-       * retracted by its writer (recipe_for). */
+       * retracted by its writer (derive_recipe). The first snapshot finds
+       * the cache empty: its pages are not touched. */
       atomic_store_explicit(&current_snapshot, s, memory_order_seq_cst);
-      cache_clear(pc_cache);
+      if (old)
+        cache_clear(pc_cache);
+      ok = 1;
     }
   }
   if (b.modules)
@@ -382,6 +390,7 @@ static void rebuild(void) {
   atomic_signal_fence(memory_order_seq_cst);
   in_rebuild = 0;
   pthread_mutex_unlock(&rebuild_lock);
+  return ok;
 }
 
 /* dl_iterate_phdr callback: runs compile_snapshot with the loader lock held. */
@@ -408,12 +417,20 @@ void igprof_walk_fast_init(void) {
   igprof_walk_fast_thread_init();
 }
 
-void igprof_walk_fast_modules_changed(void) { rebuild(); }
+void igprof_walk_fast_modules_changing(void) {
+  closes_pending++;
+  atomic_fetch_add_explicit(&closes_in_progress, 1, memory_order_seq_cst);
+}
 
-void igprof_walk_fast_set_eager(int on) {
-  atomic_store_explicit(&eager_compile, on != 0, memory_order_relaxed);
-  if (on)
-    compile_all();
+void igprof_walk_fast_modules_changed(void) {
+  /* The snapshot is published before the count drops, so a walk that sees
+   * no close under way and still holds the snapshot it started with knows
+   * that snapshot is current (derive_recipe). A failed rebuild keeps the
+   * count up: walks then keep away from unwind data, which is safe. */
+  if (rebuild() && closes_pending) {
+    closes_pending--;
+    atomic_fetch_sub_explicit(&closes_in_progress, 1, memory_order_seq_cst);
+  }
 }
 
 int igprof_walk_fast_modules(void (*fn)(const struct walk_fast_module_info *, void *),
@@ -449,51 +466,63 @@ static const struct fast_module *module_of(const struct module_snapshot *s, uint
   return NULL;
 }
 
-/* Recipe for the instruction at `pc`; *known says whether pc lies in a
- * module's code (so its memory is mapped), KNOWN_UNCOMPILED when that
- * module's table is not compiled and `may_compile` is 0 (signal context) or
- * compiling had to be skipped. */
-/* Compile the module of a frame met by a hook walk. Only a walk outside
- * signal context may: it can take rebuild_lock (trylock: a thread already
- * rebuilding, this one included, is never waited for; the frame is then
- * libunwind's) and the module is mapped, as one of its frames is live on
- * this thread's stack. */
-__attribute__((noinline)) static int compile_lazily(const struct fast_module *m) {
-  if (in_rebuild || pthread_mutex_trylock(&rebuild_lock) != 0)
-    return 0;
-  compile_record(m->record, m->bias);
-  pthread_mutex_unlock(&rebuild_lock);
-  return 1;
+/* *known from recipe_for when the recipe was not derived: a dlclose is
+ * under way. */
+#define KNOWN_REFUSED 2
+
+/* Derive the recipe of `pc`, in module `m` of snapshot `s`, from the
+ * module's unwind data, and cache it. Safe in a signal handler
+ * (eh_frame_find is). The caller has checked, in this order, that no
+ * dlclose is under way and that `s` is the current snapshot: then `s` is
+ * right about every module whose code is on this thread's stack (see
+ * igprof_walk_fast_modules_changed), and `pc` — the interrupted PC or a
+ * return address on this stack — lies in a module that stays mapped while
+ * the frame is live. */
+__attribute__((noinline)) static struct frame_recipe derive_recipe(const struct module_snapshot *s,
+                                                                   const struct fast_module *m,
+                                                                   uintptr_t pc) {
+  struct frame_recipe rc;
+  const struct table_record *r = m->record;
+  struct eh_frame_segment segs[16];
+  for (int i = 0; i < r->nsegs; i++)
+    segs[i] = (struct eh_frame_segment){m->bias + r->seg_offsets[i].start,
+                                        m->bias + r->seg_offsets[i].end};
+  (void)eh_frame_find((const void *)(m->bias + r->hdr_offset), m->bias, segs, r->nsegs, pc, &rc);
+  thread_stats.derivations++;
+  uint32_t bits;
+  if (recipe_compress(rc, &bits)) {
+    uint64_t stored = cache_put(pc_cache, pc, bits);
+    if (stored && atomic_load_explicit(&current_snapshot, memory_order_seq_cst) != s)
+      cache_retract(pc_cache, pc, stored); /* the clear of a newer snapshot may have missed it */
+  }
+  return rc;
 }
 
-/* *known from recipe_for for a module whose table is not compiled yet. */
-#define KNOWN_UNCOMPILED 2
-
-static struct frame_recipe recipe_for(const struct module_snapshot *s, uintptr_t pc, int *known,
-                                      int may_compile) {
+/* Recipe for the instruction at `pc`; *known says whether pc lies in a
+ * module's code (so its memory is mapped), KNOWN_REFUSED if its recipe is
+ * not cached and a dlclose is under way. A miss is resolved with the
+ * current snapshot, not the one the walk started with: a rebuild during
+ * the walk (a dlopen on another thread) changes nothing for the frames on
+ * this stack. */
+static struct frame_recipe recipe_for(uintptr_t pc, int *known) {
   uint32_t bits;
   if (cache_get(pc_cache, pc, &bits)) {
     *known = 1;
     return recipe_expand(bits);
   }
   thread_stats.cache_misses++;
-  const struct fast_module *m = module_of(s, pc);
   struct frame_recipe none = {0, 0, 0, FRAME_NO_INFO, 0};
+  if (atomic_load_explicit(&closes_in_progress, memory_order_seq_cst) != 0) {
+    thread_stats.derivations_refused++;
+    *known = KNOWN_REFUSED; /* nothing read, nothing cached */
+    return none;
+  }
+  const struct module_snapshot *s = atomic_load_explicit(&current_snapshot, memory_order_seq_cst);
+  const struct fast_module *m = s ? module_of(s, pc) : NULL;
   *known = m != NULL;
   if (!m)
     return none; /* not cached: JIT code may appear without a module change */
-  if (__builtin_expect(!atomic_load_explicit(&m->record->compiled, memory_order_acquire), 0) &&
-      !(may_compile && compile_lazily(m))) {
-    *known = KNOWN_UNCOMPILED; /* libunwind steps it; nothing is cached */
-    return none;
-  }
-  struct frame_recipe rc = eh_frame_lookup(&m->record->table, pc - m->bias);
-  if (recipe_compress(rc, &bits)) {
-    uint64_t stored = cache_put(pc_cache, pc, bits);
-    if (stored && atomic_load_explicit(&current_snapshot, memory_order_seq_cst) != s)
-      cache_retract(pc_cache, pc, stored);
-  }
-  return rc;
+  return derive_recipe(s, m, pc);
 }
 
 /* ---- the walk ------------------------------------------------------------ */
@@ -590,11 +619,11 @@ static enum step unwinder_step(struct walk *w, struct frame_recipe rc, int known
       return STEP_CUT;
   }
   /* The frame a signal trampoline returns to was interrupted, not called:
-   * our own reading of the CIE says so, or for a module not compiled yet
-   * the trampoline's code. (libunwind only knows a frame is a signal frame
-   * once it has stepped into it.) */
-  int interrupted = known == KNOWN_UNCOMPILED ? frame_is_sigreturn(w->regs.pc)
-                                              : (rc.flags & FRAME_SIGNAL) != 0;
+   * our own reading of the CIE says so, or, when no recipe could be
+   * derived, the trampoline's code. (libunwind only knows a frame is a
+   * signal frame once it has stepped into it.) */
+  int interrupted = known == KNOWN_REFUSED ? frame_is_sigreturn(w->regs.pc)
+                                           : (rc.flags & FRAME_SIGNAL) != 0;
   int stepped = unw_step(&cursor);
   if (stepped == 0)
     return STEP_END;
@@ -610,12 +639,16 @@ static enum step unwinder_step(struct walk *w, struct frame_recipe rc, int known
 }
 
 /* The general step: any recipe, libunwind for what recipes cannot do. */
-__attribute__((noinline)) static enum step step_slow(struct walk *w,
-                                                     const struct module_snapshot *s) {
+__attribute__((noinline)) static enum step step_slow(struct walk *w) {
   int known;
   uintptr_t lookup_pc = w->exact ? w->regs.pc : w->regs.pc - 1;
-  struct frame_recipe rc = recipe_for(s, lookup_pc, &known, w->uc == NULL);
-  if (__builtin_expect(known == KNOWN_UNCOMPILED, 0)) {
+  struct frame_recipe rc = recipe_for(lookup_pc, &known);
+  if (__builtin_expect(known == KNOWN_REFUSED, 0)) {
+    /* A dlclose is under way. A hook walk asks libunwind, which finds
+     * unwind data under the loader lock; a signal walk must not wait for
+     * that lock, and ends here. */
+    if (w->uc)
+      return STEP_CUT;
     enum step r = unwinder_step(w, rc, known);
     w->frame++;
     if (r == STEP_OK && w->regs.pc == 0)
@@ -653,7 +686,6 @@ __attribute__((noinline)) static enum step step_slow(struct walk *w,
  * with SP/FP arithmetic and two stack loads. Anything else goes through
  * step_slow, which starts over from the unchanged registers. */
 static inline __attribute__((always_inline)) enum step step(struct walk *w,
-                                                           const struct module_snapshot *s,
                                                            uint64_t *fast_frames) {
   uint32_t bits;
   if (__builtin_expect(cache_get(pc_cache, w->regs.pc - (w->exact ? 0 : 1), &bits), 1) &&
@@ -663,7 +695,7 @@ static inline __attribute__((always_inline)) enum step step(struct walk *w,
     w->frame++;
     return w->regs.pc ? STEP_OK : STEP_END; /* a null return address ends the chain */
   }
-  return step_slow(w, s);
+  return step_slow(w);
 }
 
 enum run_end { RUN_SLOW, RUN_END, RUN_FULL };
@@ -879,9 +911,8 @@ static int unwinder_walk(struct walk *w, const struct module_snapshot *s, uintpt
     /* As in step(): the frame after a signal trampoline was interrupted. */
     if (s) {
       int known;
-      struct frame_recipe rc = recipe_for(s, exact ? ip : ip - 1, &known, w->uc == NULL);
-      exact = known == KNOWN_UNCOMPILED ? frame_is_sigreturn(ip)
-                                        : (rc.flags & FRAME_SIGNAL) != 0;
+      struct frame_recipe rc = recipe_for(exact ? ip : ip - 1, &known);
+      exact = known == KNOWN_REFUSED ? frame_is_sigreturn(ip) : (rc.flags & FRAME_SIGNAL) != 0;
     } else {
       exact = 0;
     }
@@ -904,7 +935,8 @@ static void memo_begin(struct walk *w, const struct module_snapshot *s) {
   memo_busy = 1;
   atomic_signal_fence(memory_order_seq_cst);
   if (tm->tc_snapshot != s) {
-    memset(tm->tc_key, 0, sizeof tm->tc_key);
+    if (tm->tc_snapshot) /* a fresh memo is zero: its pages stay untouched until used */
+      memset(tm->tc_key, 0, sizeof tm->tc_key);
     tm->tc_snapshot = s;
   }
   w->tc_key = tm->tc_key;
@@ -954,7 +986,7 @@ static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_unti
   uint64_t fast_frames = 0;
   if (skip_until) {
     while (w->regs.pc != skip_until || w->exact) {
-      if (++skipped > HOOK_SKIP_LIMIT || step(w, s, &fast_frames) != STEP_OK) {
+      if (++skipped > HOOK_SKIP_LIMIT || step(w, &fast_frames) != STEP_OK) {
         /* Our own frames could not be walked: keep the one frame known for
          * certain, as the libunwind method does. */
         thread_stats.frames_fast += fast_frames;
@@ -986,7 +1018,7 @@ static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_unti
       w->cur->joinable_from = n;
     }
     w->outermost = 0;
-    enum step r = step_slow(w, s);
+    enum step r = step_slow(w);
     if (r != STEP_OK) {
       if (r == STEP_CUT)
         thread_stats.walks_cut++;

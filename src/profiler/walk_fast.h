@@ -23,17 +23,18 @@ int igprof_walk_fast_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, 
 /* Outside signal context. init builds the table of loaded modules;
  * modules_changed (after dlopen/dlclose) adds the new ones and retires
  * the unloaded ones; thread_init caches the calling thread's stack bounds.
- * A thread that never called thread_init is walked entirely by libunwind. */
+ * A thread that never called thread_init is walked entirely by libunwind.
+ *
+ * modules_changing is called before a dlclose, on the thread that then
+ * calls modules_changed after it: in between, no walk (on any thread)
+ * derives a recipe from a module's unwind data, since the module table may
+ * name a module that is gone. Frames whose recipe is not cached then go
+ * to libunwind in a hook walk and end a signal walk. Nothing is compiled
+ * ahead: each PC's recipe is derived when a walk first meets it. */
 void igprof_walk_fast_init(void);
+void igprof_walk_fast_modules_changing(void);
 void igprof_walk_fast_modules_changed(void);
 void igprof_walk_fast_thread_init(void);
-
-/* Tables are compiled lazily, each by the first hook walk (normal context)
- * that meets a frame of its module; a signal walk steps frames of modules
- * not compiled yet with libunwind. set_eager(1) (the CPU sampler, whose
- * walks are all in signal handlers) compiles every loaded module now and
- * each module as it is loaded. Outside signal context. */
-void igprof_walk_fast_set_eager(int on);
 
 /* Per-thread counters of the calling thread (for tests, -d and benchmarks). */
 struct walk_fast_stats {
@@ -45,10 +46,13 @@ struct walk_fast_stats {
   uint64_t walks_unwinder; /* whole walks left to libunwind (no stack bounds) */
   uint64_t walks_cut;      /* walks ended because the stack looked corrupt */
   uint64_t cache_misses;   /* PC cache misses */
+  uint64_t derivations;    /* recipes derived from unwind data (eh_frame_find) */
+  uint64_t derivations_refused; /* not derived: a dlclose was under way */
 };
 void igprof_walk_fast_stats(struct walk_fast_stats *out);
 
-/* Module table summary (outside signal context; for tests and -d). */
+/* Module table summary (outside signal context; for tests and -d). It
+ * compiles every module's table to count rows, which walks never need. */
 struct walk_fast_module_info {
   const char *name; /* the loader's name; "" for the main program */
   uintptr_t text_start, text_end;

@@ -229,10 +229,11 @@ int check_report(const char *name, long min_frames, long min_signal) {
   long tails = atomic_load(&garbage_tails);
   printf("%s: hook points %ld, signal points %ld, frames compared %ld, mismatches %ld, "
          "equal up to an unmapped return address %ld "
-         "(main thread: recipe steps %lu, memo frames %lu, libunwind steps %lu, cut %lu)\n",
+         "(main thread: recipe steps %lu, memo frames %lu, libunwind steps %lu, cut %lu, "
+         "recipes derived %lu)\n",
          name, hook, sig, frames, mm, tails, (unsigned long)st.frames_fast,
-         (unsigned long)st.frames_memo,
-         (unsigned long)st.frames_unwinder, (unsigned long)st.walks_cut);
+         (unsigned long)st.frames_memo, (unsigned long)st.frames_unwinder,
+         (unsigned long)st.walks_cut, (unsigned long)st.derivations);
   for (long k = 0; k < mm && k < KEEP_MISMATCHES; k++) {
     struct mismatch *m = &kept[k];
     printf("  mismatch %ld (%s): fast %d frames, libunwind %d frames\n", k, m->kind, m->n_fast,
