@@ -271,6 +271,7 @@ __attribute__((constructor)) static void igprof_start(void)
   igprof_walk_init();
   igprof_walk_set_method((enum walk_method) igprof_config.unwind_method);
   igprof_thread_prepare();
+  hook_batch_begin(); /* every start-up hook below: one protection change per mapping */
   int any = 0;
   for (struct igprof_module *const *m = igprof_modules_begin(); m < igprof_modules_end(); ++m) {
     if (!*m || !(*m)->enabled) continue;
@@ -285,5 +286,6 @@ __attribute__((constructor)) static void igprof_start(void)
   if (!any) igprof_debug("no profiler module enabled");
   atomic_store(&igprof_state.active, 1);
   igprof_safety_start();
+  hook_batch_end();
   igprof_tls.guard = 0;
 }
