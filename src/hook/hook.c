@@ -191,10 +191,79 @@ static enum hook_status scan_branches(uintptr_t fn, size_t size, size_t keep, si
   return HOOK_OK;
 }
 
+/* A batch (hook_batch_begin/end): each mapping patched is made writable
+ * once, as a whole, and gets its protection back at the end. At start-up
+ * that is two mprotect calls for libc instead of two per hook (each of
+ * which split and re-merged libc's text mapping in the kernel). */
+#define BATCH_REGIONS 16
+static struct {
+  int on;
+  int count;
+  struct {
+    uintptr_t start, end;
+    int prot;
+  } regions[BATCH_REGIONS];
+} batch;
+
+void hook_batch_begin(void)
+{
+  batch.on = 1;
+  batch.count = 0;
+}
+
+void hook_batch_end(void)
+{
+  for (int i = 0; i < batch.count; i++)
+    mprotect((void *)batch.regions[i].start, batch.regions[i].end - batch.regions[i].start,
+             batch.regions[i].prot);
+  batch.on = 0;
+  batch.count = 0;
+}
+
+static int is_kernel_mapping(const char *path)
+{
+  return strcmp(path, "[vdso]") == 0 || strcmp(path, "[vsyscall]") == 0;
+}
+
+/* In a batch: make sure the mapping(s) holding [fn, fn+n) are writable and
+ * remembered. Returns 1 if done, 0 if the caller should patch the page
+ * alone (no room, or the whole mapping cannot be made RWX). */
+static int batch_writable(uintptr_t fn, size_t n)
+{
+  for (uintptr_t a = fn; a < fn + n;) {
+    int found = -1;
+    for (int i = 0; i < batch.count; i++)
+      if (a >= batch.regions[i].start && a < batch.regions[i].end)
+        found = i;
+    if (found < 0) {
+      uintptr_t start, end;
+      char path[64];
+      int prot = proc_maps_region(a, &start, &end, path, sizeof path);
+      if (prot < 0 || is_kernel_mapping(path) || batch.count == BATCH_REGIONS)
+        return 0;
+      /* Writable and executable at once: the code doing the writing may
+       * live in the mapping. Where the system refuses that, patch alone. */
+      if (mprotect((void *)start, end - start, PROT_READ | PROT_WRITE | PROT_EXEC) != 0)
+        return 0;
+      found = batch.count++;
+      batch.regions[found].start = start;
+      batch.regions[found].end = end;
+      batch.regions[found].prot = prot;
+    }
+    a = batch.regions[found].end;
+  }
+  return 1;
+}
+
 /* Write `patch` over [fn, fn+n) with the page(s) made writable briefly and
- * their original protection restored afterwards. */
+ * their original protection restored afterwards (in a batch: at its end). */
 static enum hook_status write_patch(uintptr_t fn, const uint8_t *patch, size_t n, struct message *m)
 {
+  if (batch.on && batch_writable(fn, n)) {
+    arch_write_live_patch((void *)fn, patch, n);
+    arch_flush_icache((void *)fn, n);
+    return HOOK_OK;
+  }
   long pagesize = sysconf(_SC_PAGESIZE);
   uintptr_t first = fn & ~(uintptr_t)(pagesize - 1);
   uintptr_t last = (fn + n - 1) & ~(uintptr_t)(pagesize - 1);
@@ -205,7 +274,7 @@ static enum hook_status write_patch(uintptr_t fn, const uint8_t *patch, size_t n
     message_str(m, "the function's page is not in /proc/self/maps");
     return HOOK_ERR_PROTECT;
   }
-  if (strcmp(path, "[vdso]") == 0 || strcmp(path, "[vsyscall]") == 0) {
+  if (is_kernel_mapping(path)) {
     message_str(message_str(m, "the function is in the kernel's "), path);
     message_str(m, ", which cannot be made writable");
     return HOOK_ERR_PROTECT;

@@ -83,6 +83,16 @@ enum hook_status hook_install_at(void *function, size_t size, void *replacement,
  * the symbol size (0 if unknown). */
 void *hook_lookup(const char *function, const char *version, const char *library, size_t *size);
 
+/* Install several hooks with fewer protection changes: between begin and
+ * end, each mapping that gets a patch is made writable once, as a whole,
+ * and its protection is restored by hook_batch_end (a mapping that cannot
+ * be made writable and executable at once is patched page by page as
+ * usual). For start-up, from one thread, with no other thread running
+ * code that could be patched; every install of the batch must happen
+ * between the two calls on that thread. */
+void hook_batch_begin(void);
+void hook_batch_end(void);
+
 /* A short stable name for a status, e.g. "already-hooked". */
 const char *hook_status_str(enum hook_status status);
 

@@ -104,6 +104,7 @@ struct protection_query {
   int prot;
   char *path;
   size_t path_cap;
+  uintptr_t start, end;
 };
 
 static int find_protection(const struct maps_entry *e, void *arg)
@@ -111,6 +112,8 @@ static int find_protection(const struct maps_entry *e, void *arg)
   struct protection_query *q = arg;
   if (q->addr >= e->start && q->addr < e->end) {
     q->prot = e->prot;
+    q->start = e->start;
+    q->end = e->end;
     if (q->path_cap) {
       size_t n = strlen(e->path);
       if (n >= q->path_cap)
@@ -160,7 +163,8 @@ int proc_maps_use_query(int use)
 
 /* The protection of addr's mapping through PROCMAP_QUERY, -1 if addr is not
  * mapped, -2 if the kernel cannot answer this way. */
-static int query_protection(uintptr_t addr, char *path, size_t path_cap)
+static int query_protection(uintptr_t addr, char *path, size_t path_cap, uintptr_t *start,
+                            uintptr_t *end)
 {
   int fd = open_maps();
   if (fd < 0)
@@ -184,6 +188,8 @@ static int query_protection(uintptr_t addr, char *path, size_t path_cap)
   }
   if (q.vma_start > addr || addr >= q.vma_end)
     return -1;
+  *start = (uintptr_t)q.vma_start;
+  *end = (uintptr_t)q.vma_end;
   if (path_cap) {
     size_t n = q.vma_name_size ? strnlen(name, q.vma_name_size) : 0;
     if (n >= path_cap)
@@ -196,16 +202,24 @@ static int query_protection(uintptr_t addr, char *path, size_t path_cap)
          (q.vma_flags & PROCMAP_QUERY_VMA_EXECUTABLE ? PROT_EXEC : 0);
 }
 
-int proc_maps_protection(uintptr_t addr, char *path, size_t path_cap)
+int proc_maps_region(uintptr_t addr, uintptr_t *start, uintptr_t *end, char *path, size_t path_cap)
 {
-  struct protection_query q = {addr, -1, path, path_cap};
+  struct protection_query q = {addr, -1, path, path_cap, 0, 0};
   if (path_cap)
     path[0] = 0;
   if (use_query) {
-    int prot = query_protection(addr, path, path_cap);
+    int prot = query_protection(addr, path, path_cap, start, end);
     if (prot != -2)
       return prot;
   }
   proc_maps_for_each(find_protection, &q);
+  *start = q.start;
+  *end = q.end;
   return q.prot;
+}
+
+int proc_maps_protection(uintptr_t addr, char *path, size_t path_cap)
+{
+  uintptr_t start, end;
+  return proc_maps_region(addr, &start, &end, path, path_cap);
 }

@@ -21,6 +21,9 @@ int proc_maps_for_each(int (*fn)(const struct maps_entry *entry, void *arg), voi
  * path_cap is non-zero the mapping's path ("" if anonymous) is copied to path. */
 int proc_maps_protection(uintptr_t addr, char *path, size_t path_cap);
 
+/* The same, and the mapping's bounds [*start, *end) when it is mapped. */
+int proc_maps_region(uintptr_t addr, uintptr_t *start, uintptr_t *end, char *path, size_t path_cap);
+
 /* Whether proc_maps_protection() may ask the kernel for one mapping
  * (PROCMAP_QUERY, Linux 6.11) instead of reading the whole file; on by
  * default, and it turns itself off where the kernel lacks it. Returns the

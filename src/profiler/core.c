@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -20,6 +21,28 @@
 __thread struct igprof_thread igprof_tls __attribute__((tls_model("initial-exec")));
 struct igprof_config igprof_config = {.depth = IGPROF_DEPTH_DEFAULT, .unwind_method = WALK_FAST};
 struct igprof_state igprof_state;
+_Atomic int igprof_threaded;
+
+void igprof_note_threads(void) { atomic_store(&igprof_threaded, 1); }
+
+/* Threads made before this library started (a constructor that ran before
+ * ours may have made one): num_threads, field 20 of /proc/self/stat. If it
+ * cannot be read, assume there are several. */
+static void count_threads(void)
+{
+  char buf[1024];
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  if (fd >= 0) close(fd);
+  long threads = 0;
+  if (n > 0) {
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* the command name may hold anything but this */
+    for (int field = 2; p && field < 20; ++field) p = strchr(p + 1, ' ');
+    if (p) threads = strtol(p + 1, NULL, 10);
+  }
+  if (threads != 1) igprof_note_threads();
+}
 
 /* Hidden here makes the linker-made section bounds hidden in the library. */
 extern struct igprof_module *const __start_igprof_modules[] __attribute__((weak, visibility("hidden")));
@@ -226,6 +249,7 @@ __attribute__((constructor)) static void igprof_start(void)
   if ((!env || !*env) && !igprof_getenv("IGTRACE")) return;
   igprof_tls.guard = 1;
   read_identity();
+  count_threads();
   if (igprof_getenv("IGPROF_DEBUGGING")) igprof_config.debug = 1;
   if (igprof_trace_configure() <= 0 && (!env || !*env)) {
     igprof_tls.guard = 0;
@@ -247,6 +271,7 @@ __attribute__((constructor)) static void igprof_start(void)
   igprof_walk_init();
   igprof_walk_set_method((enum walk_method) igprof_config.unwind_method);
   igprof_thread_prepare();
+  hook_batch_begin(); /* every start-up hook below: one protection change per mapping */
   int any = 0;
   for (struct igprof_module *const *m = igprof_modules_begin(); m < igprof_modules_end(); ++m) {
     if (!*m || !(*m)->enabled) continue;
@@ -261,5 +286,6 @@ __attribute__((constructor)) static void igprof_start(void)
   if (!any) igprof_debug("no profiler module enabled");
   atomic_store(&igprof_state.active, 1);
   igprof_safety_start();
+  hook_batch_end();
   igprof_tls.guard = 0;
 }

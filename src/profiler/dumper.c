@@ -100,6 +100,7 @@ static int start_thread(void)
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
+  igprof_note_threads();
   int rc = pthread_create(&t, &attr, dumper_main, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&attr);

@@ -107,6 +107,24 @@ struct igprof_state {
 
 extern struct igprof_state igprof_state;
 
+/* 0 while the thread that started the process is the only one that can run
+ * the profiler's code; 1 from the first pthread_create (set before the new
+ * thread exists, never cleared but in a forked child, which has one thread).
+ * With one thread, the counters and the live table skip their locked
+ * read-modify-writes: nothing else can touch them at the same time (a signal
+ * handler on the same thread never enters while the guard is held). A thread
+ * made with a raw clone() and no pthread_create is not seen: see
+ * docs/running.md. */
+extern _Atomic int igprof_threaded;
+
+static inline int igprof_one_thread(void)
+{
+  return !atomic_load_explicit(&igprof_threaded, memory_order_relaxed);
+}
+
+/* Note that a second thread is about to exist (call before creating it). */
+void igprof_note_threads(void);
+
 /* Is the caller the process whose state this is (not a vfork/clone child
  * sharing our memory)? */
 int igprof_is_own_process(void);

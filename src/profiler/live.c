@@ -49,7 +49,10 @@ static inline uint64_t hash_addr(uintptr_t addr)
 
 static inline struct live_shard *shard_of(uint64_t h) { return &shards[h >> (64 - SHARD_BITS)]; }
 
-static void shard_lock(struct live_shard *s)
+/* With one thread (igprof_one_thread) nobody else can hold or want a shard:
+ * the lock's locked exchange is skipped. fork's prepare/child/parent and the
+ * dump lock unconditionally (lock_always). */
+static void lock_always(struct live_shard *s)
 {
   int spins = 0;
   while (atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire)) {
@@ -58,9 +61,22 @@ static void shard_lock(struct live_shard *s)
   }
 }
 
-static void shard_unlock(struct live_shard *s)
+static void unlock_always(struct live_shard *s)
 {
   atomic_flag_clear_explicit(&s->lock, memory_order_release);
+}
+
+/* Returns whether it locked: pass that to shard_unlock. */
+static inline int shard_lock(struct live_shard *s)
+{
+  if (igprof_one_thread()) return 0;
+  lock_always(s);
+  return 1;
+}
+
+static inline void shard_unlock(struct live_shard *s, int locked)
+{
+  if (locked) unlock_always(s);
 }
 
 static inline uint32_t slot_of(uint64_t h, uint32_t mask)
@@ -95,9 +111,9 @@ void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size)
 {
   uint64_t h = hash_addr(addr);
   struct live_shard *s = shard_of(h);
-  shard_lock(s);
+  int locked = shard_lock(s);
   if ((s->count + 1) * 4 > (s->mask + 1) * 3 || !s->mask) {
-    if (shard_grow(s) != 0) { shard_unlock(s); return; }
+    if (shard_grow(s) != 0) { shard_unlock(s, locked); return; }
   }
   uint32_t i = slot_of(h, s->mask), probes = 0;
   while (s->slots[i].addr && s->slots[i].addr != addr) {
@@ -115,18 +131,18 @@ void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size)
   /* An address already present means its free was never seen (e.g. freed
    * through a path we do not hook): the newer block replaces it. */
   s->slots[i] = (struct live_entry){addr, node, size};
-  shard_unlock(s);
+  shard_unlock(s, locked);
 }
 
 int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size)
 {
   uint64_t h = hash_addr(addr);
   struct live_shard *s = shard_of(h);
-  shard_lock(s);
-  if (!s->mask) { shard_unlock(s); return 0; }
+  int locked = shard_lock(s);
+  if (!s->mask) { shard_unlock(s, locked); return 0; }
   uint32_t mask = s->mask, i = slot_of(h, mask);
   while (s->slots[i].addr != addr) {
-    if (!s->slots[i].addr) { shard_unlock(s); return 0; }
+    if (!s->slots[i].addr) { shard_unlock(s, locked); return 0; }
     i = (i + 1) & mask;
   }
   *node = s->slots[i].node;
@@ -146,7 +162,7 @@ int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size
   }
   s->slots[hole].addr = 0;
   s->count--;
-  shard_unlock(s);
+  shard_unlock(s, locked);
   return 1;
 }
 
@@ -155,11 +171,11 @@ void igprof_live_foreach(void (*fn)(void *arg, uintptr_t addr, struct igprof_nod
 {
   for (unsigned k = 0; k < SHARD_COUNT; ++k) {
     struct live_shard *s = &shards[k];
-    shard_lock(s);
+    lock_always(s);
     if (s->mask)
       for (uint32_t i = 0; i <= s->mask; ++i)
         if (s->slots[i].addr) fn(arg, s->slots[i].addr, s->slots[i].node, s->slots[i].size);
-    shard_unlock(s);
+    unlock_always(s);
   }
 }
 
@@ -172,12 +188,12 @@ uint64_t igprof_live_count(void)
 
 void igprof_live_fork_prepare(void)
 {
-  for (unsigned k = 0; k < SHARD_COUNT; ++k) shard_lock(&shards[k]);
+  for (unsigned k = 0; k < SHARD_COUNT; ++k) lock_always(&shards[k]);
 }
 
 void igprof_live_fork_parent(void)
 {
-  for (unsigned k = 0; k < SHARD_COUNT; ++k) shard_unlock(&shards[k]);
+  for (unsigned k = 0; k < SHARD_COUNT; ++k) unlock_always(&shards[k]);
 }
 
 /* The child starts with an empty table: blocks inherited from the parent
@@ -190,6 +206,6 @@ void igprof_live_fork_child(void)
     s->slots = NULL;
     s->mask = 0;
     s->count = 0;
-    shard_unlock(s);
+    unlock_always(s);
   }
 }

@@ -154,6 +154,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
   igprof_state.pid = (pid_t) syscall(SYS_getpid);
+  atomic_store(&igprof_threaded, 0); /* the child has only the thread that forked */
   igprof_live_fork_child();
   igprof_dump_fork_child();
   FOR_EACH_MODULE(m) if (m->fork_child) m->fork_child();
@@ -220,6 +221,7 @@ static void *thread_trampoline(void *p)
 
 static int hook_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
+  igprof_note_threads(); /* before the thread exists: counters go atomic */
   if (!atomic_load(&igprof_state.active) || !igprof_enter())
     return real_pthread_create(t, attr, fn, arg);
   struct thread_start *s = start_get();

@@ -57,9 +57,32 @@ static void atomic_max(_Atomic int64_t *slot, int64_t v)
     ;
 }
 
+/* Single-thread forms (igprof_one_thread): plain loads and stores. */
+static inline void plain_add(_Atomic int64_t *slot, int64_t v)
+{
+  atomic_store_explicit(slot, atomic_load_explicit(slot, memory_order_relaxed) + v, memory_order_relaxed);
+}
+
+static inline void plain_max(_Atomic int64_t *slot, int64_t v)
+{
+  if (atomic_load_explicit(slot, memory_order_relaxed) < v) atomic_store_explicit(slot, v, memory_order_relaxed);
+}
+
 void igprof_counter_block_add(struct igprof_counter_value *c, int id, int64_t ticks, int64_t amount)
 {
   c += id;
+  if (igprof_one_thread()) {
+    plain_add(&c->ticks, ticks);
+    switch (counters[id].kind) {
+    case IGPROF_COUNTER_MAX: plain_max(&c->value, amount); break;
+    case IGPROF_COUNTER_SUM: plain_add(&c->value, amount); break;
+    case IGPROF_COUNTER_TICK:
+      plain_add(&c->value, amount);
+      plain_max(&c->peak, atomic_load_explicit(&c->value, memory_order_relaxed));
+      break;
+    }
+    return;
+  }
   atomic_fetch_add_explicit(&c->ticks, ticks, memory_order_relaxed);
   switch (counters[id].kind) {
   case IGPROF_COUNTER_MAX:
@@ -89,6 +112,11 @@ void igprof_counter_release(struct igprof_node *n, int id, int64_t ticks, int64_
   struct igprof_counter_value *c = atomic_load_explicit(&n->counters, memory_order_acquire);
   if (!c) return;
   c += id;
+  if (igprof_one_thread()) {
+    plain_add(&c->ticks, -ticks);
+    plain_add(&c->value, -amount);
+    return;
+  }
   atomic_fetch_sub_explicit(&c->ticks, ticks, memory_order_relaxed);
   atomic_fetch_sub_explicit(&c->value, amount, memory_order_relaxed);
 }

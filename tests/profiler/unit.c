@@ -175,6 +175,7 @@ static void test_live(void)
 {
   pthread_t th[LIVE_THREADS];
   pthread_barrier_init(&live_barrier, NULL, LIVE_THREADS);
+  igprof_note_threads(); /* what the pthread_create hook does in the runtime */
   for (long t = 0; t < LIVE_THREADS; ++t) pthread_create(&th[t], NULL, live_worker, (void *) t);
   long bad = 0;
   for (int t = 0; t < LIVE_THREADS; ++t) {
@@ -254,6 +255,7 @@ static void test_tree(void)
 {
   tree_counter = igprof_counter_define("TEST", IGPROF_COUNTER_TICK, 0);
   pthread_t th[TREE_THREADS];
+  igprof_note_threads();
   for (long t = 0; t < TREE_THREADS; ++t) pthread_create(&th[t], NULL, tree_worker, (void *) t);
   for (int t = 0; t < TREE_THREADS; ++t) pthread_join(th[t], NULL);
   long per_depth[8] = {0};

@@ -1,0 +1,100 @@
+/* hook.batch: hooks installed between hook_batch_begin and hook_batch_end
+ * work like single installs (the replacement runs, the chain reaches the
+ * original), the mappings patched are writable only during the batch, and
+ * every mapping that existed before has the same bounds and protection in
+ * /proc/self/maps after the batch. */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <zlib.h>
+
+#include "check.h"
+#include "hook.h"
+#include "proc_maps.h"
+
+static size_t (*real_strlen)(const char *);
+static int (*real_abs)(int);
+static uLong (*real_adler32)(uLong, const Bytef *, uInt);
+static int strlen_calls, abs_calls, adler_calls;
+
+static size_t my_strlen(const char *s) { strlen_calls++; return real_strlen(s); }
+static int my_abs(int x) { abs_calls++; return real_abs(x); }
+static uLong my_adler32(uLong a, const Bytef *b, uInt n) { adler_calls++; return real_adler32(a, b, n); }
+
+/* Every mapping as "start-end prot path", to compare before and after. */
+#define MAX_LINES 512
+struct snapshot {
+  int n;
+  char lines[MAX_LINES][160];
+};
+
+static int record_mapping(const struct maps_entry *e, void *arg)
+{
+  struct snapshot *s = arg;
+  if (s->n < MAX_LINES)
+    snprintf(s->lines[s->n++], sizeof s->lines[0], "%lx-%lx %d %s", (unsigned long)e->start,
+             (unsigned long)e->end, e->prot, e->path);
+  return 0;
+}
+
+static void *install(const char *name, const char *lib, void *replacement)
+{
+  struct hook_spec spec = {0};
+  struct hook_result res;
+  spec.function = name;
+  spec.library = lib;
+  spec.replacement = replacement;
+  enum hook_status st = hook_install(&spec, &res);
+  if (st != HOOK_OK)
+    fprintf(stderr, "install %s: %s: %s\n", name, hook_status_str(st), res.detail);
+  CHECK_EQ_LONG(st, HOOK_OK);
+  return st == HOOK_OK ? res.chain : NULL;
+}
+
+static struct snapshot before, after;
+
+int main(void)
+{
+  volatile uLong seed = 1;
+  adler32(seed, (const Bytef *)"x", 1); /* resolve lazy bindings before the snapshot */
+  (void)strlen(getenv("PATH") ? getenv("PATH") : "");
+  proc_maps_for_each(record_mapping, &before);
+
+  hook_batch_begin();
+  real_strlen = install("strlen", NULL, (void *)my_strlen);
+  real_abs = install("abs", NULL, (void *)my_abs);
+  real_adler32 = install("adler32", "libz.so.1", (void *)my_adler32);
+  /* During the batch the patched code is writable. */
+  uintptr_t start, end;
+  CHECK(proc_maps_region((uintptr_t)abs, &start, &end, NULL, 0) & PROT_WRITE);
+  hook_batch_end();
+
+  proc_maps_for_each(record_mapping, &after);
+  /* Every mapping that existed before is still there, with the same bounds
+   * and protection (the trampoline pool adds new ones). */
+  CHECK(before.n > 0);
+  for (int i = 0; i < before.n; i++) {
+    int found = 0;
+    for (int j = 0; j < after.n && !found; j++)
+      found = strcmp(after.lines[j], before.lines[i]) == 0;
+    if (!found)
+      fprintf(stderr, "changed by the batch: %s\n", before.lines[i]);
+    CHECK(found);
+  }
+  CHECK(!(proc_maps_region((uintptr_t)abs, &start, &end, NULL, 0) & PROT_WRITE));
+  CHECK(!(proc_maps_region((uintptr_t)adler32, &start, &end, NULL, 0) & PROT_WRITE));
+
+  /* The hooks are live and chain to the originals. */
+  const char *volatile word = "batched";
+  volatile int minus = -42;
+  CHECK_EQ_LONG(strlen(word), 7);
+  CHECK_EQ_LONG(abs(minus), 42);
+  CHECK_EQ_LONG(adler32(1, (const Bytef *)"abc", 3), 0x024d0127);
+  CHECK(strlen_calls >= 1);
+  CHECK_EQ_LONG(abs_calls, 1);
+  CHECK_EQ_LONG(adler_calls, 1);
+  return check_report("hook.batch");
+}
