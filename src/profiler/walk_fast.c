@@ -59,7 +59,7 @@ static void *forever_alloc(size_t bytes) {
   return p;
 }
 
-/* ---- compiled tables, keyed by file identity ----------------------------- */
+/* ---- module files, keyed by file identity --------------------------------- */
 
 /* One module file. Kept after the module is unloaded: a reader may still
  * hold it, and a module that is loaded again reuses it. Walks derive
@@ -242,7 +242,7 @@ static void compile_snapshot(void) {
     compile_record(s->modules[i].record, s->modules[i].bias);
 }
 
-static struct table_record *find_or_compile(struct dl_phdr_info *info, const void *hdr,
+static struct table_record *find_or_add_record(struct dl_phdr_info *info, const void *hdr,
                                             const struct eh_frame_segment *segs, int nsegs) {
   struct stat st;
   int have_file = info->dlpi_name[0] && stat(info->dlpi_name, &st) == 0;
@@ -255,7 +255,6 @@ static struct table_record *find_or_compile(struct dl_phdr_info *info, const voi
   }
   size_t name_len = strlen(info->dlpi_name);
   struct table_record *r = forever_alloc(sizeof *r + name_len + 1);
-  /* (compiled later: compile_record) */
   if (!r)
     return NULL;
   memset(r, 0, sizeof *r);
@@ -325,7 +324,7 @@ static int collect_module(struct dl_phdr_info *info, size_t size, void *arg) {
     b->failed = 1;
     return 1;
   }
-  struct table_record *rec = find_or_compile(info, hdr, segs, nsegs);
+  struct table_record *rec = find_or_add_record(info, hdr, segs, nsegs);
   if (!rec)
     return 0;
   b->modules[b->count++] = (struct fast_module){text_start, text_end, info->dlpi_addr, rec};
@@ -359,7 +358,7 @@ static int same_modules(const struct module_snapshot *s, const struct build_stat
 static int rebuild(void) {
   struct build_state b = {0};
   int ok = 0;
-  /* dl_iterate_phdr holds the loader lock while we compile. A signal handler
+  /* dl_iterate_phdr holds the loader lock while we list modules. A signal handler
    * running on this thread meanwhile must not enter libunwind, which may wait
    * for a lock held by a thread that is itself waiting for the loader lock:
    * such a walk stops at its first frame that recipes cannot step. Signals
