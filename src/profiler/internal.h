@@ -244,7 +244,7 @@ struct igprof_node *igprof_tree_push(const uintptr_t *pcs, int n, int truncated)
 /* Walk from a hook (caller_ret = __builtin_return_address(0) of the
  * replacement) or from a signal context and push: the usual event path.
  * Guard must be held. Return NULL if no memory. */
-struct igprof_node *igprof_capture_from_hook(void *caller_ret);
+struct igprof_node *igprof_capture_from_hook(void *caller_ret, const void *frame);
 struct igprof_node *igprof_capture_from_signal(const void *ucontext);
 
 /* Zero the counters whose ids are set in mask (bit id), in every node:

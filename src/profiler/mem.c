@@ -87,8 +87,9 @@ static void tell_call(enum igprof_alloc_fn fn, void *result, void *old, size_t n
       tell_call(IGPROF_ALLOC_##fn, result, old, n, m, align, caller);                       \
   } while (0)
 
-/* Record a new block; guard held. */
-static void record(void *ptr, size_t requested, void *caller)
+/* Record a new block; guard held. `frame` is the replacement's frame
+ * address (the walk starts at the caller from there). */
+static void record(void *ptr, size_t requested, void *caller, const void *frame)
 {
   uint64_t size = requested;
   if (IGPROF_UNLIKELY(listener_count)) tell_alloc(ptr, requested, caller);
@@ -98,7 +99,7 @@ static void record(void *ptr, size_t requested, void *caller)
     size = overhead == OVERHEAD_INCLUDE ? usable : usable - requested;
     if (overhead == OVERHEAD_DELTA && size == 0) return;
   }
-  struct igprof_node *node = igprof_capture_from_hook(caller);
+  struct igprof_node *node = igprof_capture_from_hook(caller, frame);
   struct igprof_counter_value *c = node ? igprof_node_counters(node) : NULL;
   if (!c) return;
   igprof_counter_block_add(c, c_total, 1, (int64_t) size);
@@ -124,11 +125,11 @@ static void forget(void *ptr, void *caller)
 
 /* The common tail of an allocating replacement: record a success (errno
  * kept as the original left it) and leave the profiler. */
-static inline void *allocated(void *p, size_t size, void *caller)
+static inline void *allocated(void *p, size_t size, void *caller, const void *frame)
 {
   if (p) {
     int saved = errno;
-    record(p, size, caller);
+    record(p, size, caller, frame);
     errno = saved;
   }
   igprof_leave();
@@ -149,20 +150,20 @@ static void *chain_wait(void *const *slot)
   (__builtin_expect((c)->name != NULL, 1) ? (c)->name \
                                           : (__typeof__((c)->name)) chain_wait((void *const *) &(c)->name))
 
-static inline void *mem_malloc_body(const struct mem_chain *c, void *caller, size_t n)
+static inline void *mem_malloc_body(const struct mem_chain *c, void *caller, const void *frame, size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, malloc)(n);
   void *p = CHAIN(c, malloc)(n);
   TELL(MALLOC, p, NULL, n, 0, 0);
-  return allocated(p, n, caller);
+  return allocated(p, n, caller, frame);
 }
 
-static inline void *mem_calloc_body(const struct mem_chain *c, void *caller, size_t n, size_t m)
+static inline void *mem_calloc_body(const struct mem_chain *c, void *caller, const void *frame, size_t n, size_t m)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, calloc)(n, m);
   void *p = CHAIN(c, calloc)(n, m);
   TELL(CALLOC, p, NULL, n, m, 0);
-  return allocated(p, n * m, caller); /* no overflow: calloc succeeded */
+  return allocated(p, n * m, caller, frame); /* no overflow: calloc succeeded */
 }
 
 static inline void mem_free_body(const struct mem_chain *c, void *caller, void *p)
@@ -181,7 +182,7 @@ static inline void mem_free_body(const struct mem_chain *c, void *caller, void *
 
 /* realloc and reallocarray: `size` is the new size (SIZE_MAX if n*m
  * overflows, which the original then refuses). */
-static inline void *mem_resize(const struct mem_chain *c, void *caller, void *old, size_t size, int array,
+static inline void *mem_resize(const struct mem_chain *c, void *caller, const void *frame, void *old, size_t size, int array,
                                size_t n, size_t m)
 {
   struct igprof_node *old_node = NULL;
@@ -192,7 +193,7 @@ static inline void *mem_resize(const struct mem_chain *c, void *caller, void *ol
   int saved = errno;
   if (p) {
     if (had) igprof_counter_release(old_node, c_live, 1, (int64_t) old_size);
-    record(p, size, caller);
+    record(p, size, caller, frame);
   } else if (had && size != 0) {
     /* Failed: the old block is still there, unchanged. */
     igprof_live_insert((uintptr_t) old, old_node, old_size);
@@ -204,96 +205,97 @@ static inline void *mem_resize(const struct mem_chain *c, void *caller, void *ol
   return p;
 }
 
-static inline void *mem_realloc_body(const struct mem_chain *c, void *caller, void *old, size_t n)
+static inline void *mem_realloc_body(const struct mem_chain *c, void *caller, const void *frame, void *old, size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, realloc)(old, n);
-  void *p = mem_resize(c, caller, old, n, 0, n, 0);
+  void *p = mem_resize(c, caller, frame, old, n, 0, n, 0);
   TELL(REALLOC, p, old, n, 0, 0);
   igprof_leave();
   return p;
 }
 
-static inline void *mem_reallocarray_body(const struct mem_chain *c, void *caller, void *old, size_t n,
+static inline void *mem_reallocarray_body(const struct mem_chain *c, void *caller, const void *frame, void *old, size_t n,
                                           size_t m)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, reallocarray)(old, n, m);
   size_t bytes;
   if (__builtin_mul_overflow(n, m, &bytes)) bytes = SIZE_MAX; /* the original fails with ENOMEM */
-  void *p = mem_resize(c, caller, old, bytes, 1, n, m);
+  void *p = mem_resize(c, caller, frame, old, bytes, 1, n, m);
   TELL(REALLOCARRAY, p, old, n, m, 0);
   igprof_leave();
   return p;
 }
 
-static inline void *mem_memalign_body(const struct mem_chain *c, void *caller, size_t align, size_t n)
+static inline void *mem_memalign_body(const struct mem_chain *c, void *caller, const void *frame, size_t align, size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, memalign)(align, n);
   void *p = CHAIN(c, memalign)(align, n);
   TELL(MEMALIGN, p, NULL, n, 0, align);
-  return allocated(p, n, caller);
+  return allocated(p, n, caller, frame);
 }
 
-static inline void *mem_aligned_alloc_body(const struct mem_chain *c, void *caller, size_t align, size_t n)
+static inline void *mem_aligned_alloc_body(const struct mem_chain *c, void *caller, const void *frame, size_t align, size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, aligned_alloc)(align, n);
   void *p = CHAIN(c, aligned_alloc)(align, n);
   TELL(ALIGNED_ALLOC, p, NULL, n, 0, align);
-  return allocated(p, n, caller);
+  return allocated(p, n, caller, frame);
 }
 
-static inline int mem_posix_memalign_body(const struct mem_chain *c, void *caller, void **out, size_t align,
+static inline int mem_posix_memalign_body(const struct mem_chain *c, void *caller, const void *frame, void **out, size_t align,
                                           size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, posix_memalign)(out, align, n);
   int saved = errno;
   int rc = CHAIN(c, posix_memalign)(out, align, n);
   TELL(POSIX_MEMALIGN, rc == 0 ? *out : NULL, NULL, n, 0, align);
-  if (rc == 0) record(*out, n, caller);
+  if (rc == 0) record(*out, n, caller, frame);
   errno = saved; /* posix_memalign reports through its result, never errno */
   igprof_leave();
   return rc;
 }
 
-static inline void *mem_valloc_body(const struct mem_chain *c, void *caller, size_t n)
+static inline void *mem_valloc_body(const struct mem_chain *c, void *caller, const void *frame, size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, valloc)(n);
   void *p = CHAIN(c, valloc)(n);
   TELL(VALLOC, p, NULL, n, 0, 0);
-  return allocated(p, n, caller);
+  return allocated(p, n, caller, frame);
 }
 
-static inline void *mem_pvalloc_body(const struct mem_chain *c, void *caller, size_t n)
+static inline void *mem_pvalloc_body(const struct mem_chain *c, void *caller, const void *frame, size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, pvalloc)(n);
   void *p = CHAIN(c, pvalloc)(n);
   TELL(PVALLOC, p, NULL, n, 0, 0);
   /* pvalloc hands out whole pages: that is what the caller asked for. */
-  return allocated(p, n ? (n + page_size - 1) & ~(page_size - 1) : page_size, caller);
+  return allocated(p, n ? (n + page_size - 1) & ~(page_size - 1) : page_size, caller, frame);
 }
 
 /* The replacement functions of slot k: __builtin_return_address(0) must be
  * taken in the function the patched entry jumps to. */
 #define RA __builtin_return_address(0)
+#define FA __builtin_frame_address(0)
 #define MEM_SLOT(k)                                                                                      \
-  static void *mem_malloc_##k(size_t n) { return mem_malloc_body(&chains[k], RA, n); }                  \
-  static void *mem_calloc_##k(size_t n, size_t m) { return mem_calloc_body(&chains[k], RA, n, m); }     \
-  static void *mem_realloc_##k(void *p, size_t n) { return mem_realloc_body(&chains[k], RA, p, n); }    \
+  static void *mem_malloc_##k(size_t n) { return mem_malloc_body(&chains[k], RA, FA, n); }                  \
+  static void *mem_calloc_##k(size_t n, size_t m) { return mem_calloc_body(&chains[k], RA, FA, n, m); }     \
+  static void *mem_realloc_##k(void *p, size_t n) { return mem_realloc_body(&chains[k], RA, FA, p, n); }    \
   static void *mem_reallocarray_##k(void *p, size_t n, size_t m)                                        \
   {                                                                                                     \
-    return mem_reallocarray_body(&chains[k], RA, p, n, m);                                              \
+    return mem_reallocarray_body(&chains[k], RA, FA, p, n, m);                                              \
   }                                                                                                     \
-  static void mem_free_##k(void *p) { mem_free_body(&chains[k], RA, p); }                               \
-  static void *mem_memalign_##k(size_t a, size_t n) { return mem_memalign_body(&chains[k], RA, a, n); } \
+  static void mem_free_##k(void *p) { mem_free_body(&chains[k], RA, p); }                                   \
+  static void *mem_memalign_##k(size_t a, size_t n) { return mem_memalign_body(&chains[k], RA, FA, a, n); } \
   static int mem_posix_memalign_##k(void **o, size_t a, size_t n)                                       \
   {                                                                                                     \
-    return mem_posix_memalign_body(&chains[k], RA, o, a, n);                                            \
+    return mem_posix_memalign_body(&chains[k], RA, FA, o, a, n);                                            \
   }                                                                                                     \
   static void *mem_aligned_alloc_##k(size_t a, size_t n)                                                \
   {                                                                                                     \
-    return mem_aligned_alloc_body(&chains[k], RA, a, n);                                                \
+    return mem_aligned_alloc_body(&chains[k], RA, FA, a, n);                                                \
   }                                                                                                     \
-  static void *mem_valloc_##k(size_t n) { return mem_valloc_body(&chains[k], RA, n); }                  \
-  static void *mem_pvalloc_##k(size_t n) { return mem_pvalloc_body(&chains[k], RA, n); }                \
+  static void *mem_valloc_##k(size_t n) { return mem_valloc_body(&chains[k], RA, FA, n); }                  \
+  static void *mem_pvalloc_##k(size_t n) { return mem_pvalloc_body(&chains[k], RA, FA, n); }                \
   static const struct mem_chain replacements_##k = {                                                    \
     mem_malloc_##k, mem_calloc_##k, mem_realloc_##k, mem_reallocarray_##k, mem_free_##k,                \
     mem_memalign_##k, mem_posix_memalign_##k, mem_aligned_alloc_##k, mem_valloc_##k, mem_pvalloc_##k,  \

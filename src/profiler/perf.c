@@ -129,7 +129,7 @@ static enum igprof_signal_result on_sample(int sig, siginfo_t *si, void *uc, con
 void perf_credit_hook(void *caller_ret, int64_t ticks)
 {
   if (ticks <= 0 || !atomic_load_explicit(&sampling_on, memory_order_relaxed)) return;
-  struct igprof_node *node = igprof_capture_from_hook(caller_ret);
+  struct igprof_node *node = igprof_capture_from_hook(caller_ret, NULL);
   if (!node) { atomic_fetch_add(&dropped_walk, 1); return; }
   igprof_counter_add(node, c_ticks, ticks, ticks);
   atomic_fetch_add(&samples, 1);

@@ -216,12 +216,12 @@ struct igprof_node *igprof_tree_push(const uintptr_t *pcs, int n, int truncated)
   return node;
 }
 
-struct igprof_node *igprof_capture_from_hook(void *caller_ret)
+struct igprof_node *igprof_capture_from_hook(void *caller_ret, const void *frame)
 {
   struct igprof_thread *t = &igprof_tls;
   int truncated = 0;
   if (IGPROF_UNLIKELY(!t->ready) && igprof_thread_prepare() != 0) return NULL;
-  int n = igprof_walk_from_hook(t->walk_pcs, igprof_config.depth, caller_ret, &truncated);
+  int n = igprof_walk_from_hook_frame(t->walk_pcs, igprof_config.depth, caller_ret, frame, &truncated);
   return igprof_tree_push(t->walk_pcs, n, truncated);
 }
 

@@ -26,6 +26,14 @@ void igprof_walk_set_method(enum walk_method method);
  * the profiler are never included, without any fixed skip count. */
 int igprof_walk_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *truncated);
 
+/* The same, given also `frame` = __builtin_frame_address(0) of the
+ * replacement (compiled with a frame pointer): the walk then starts at the
+ * caller's frame directly, from the caller's registers saved there, instead
+ * of stepping out of the profiler's own frames first. A frame whose saved
+ * return address is not caller_ret (or NULL) falls back to the usual walk. */
+int igprof_walk_from_hook_frame(uintptr_t *pcs, int max, void *caller_ret, const void *frame,
+                                int *truncated);
+
 /* From a signal handler: pcs[0] is the interrupted PC from `uc`. */
 int igprof_walk_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated);
 

@@ -1077,6 +1077,28 @@ __attribute__((noinline)) int igprof_walk_fast_from_hook(uintptr_t *pcs, int max
 }
 #endif
 
+/* A replacement compiled with a frame pointer keeps its caller's frame
+ * pointer and return address at its own frame address (x86_64); the
+ * caller's stack pointer after the call is just above them. The walk starts
+ * there: no step through the profiler's own frames. */
+int igprof_walk_fast_from_frame(uintptr_t *pcs, int max, void *caller_ret, const void *frame,
+                                int *truncated) {
+#if defined(__x86_64__)
+  const uintptr_t *f = frame;
+  if (!f || f[1] != (uintptr_t)caller_ret)
+    return -1;
+  struct walk w;
+  walk_init(&w, 0, NULL);
+  w.regs.pc = f[1];
+  w.regs.sp = (uintptr_t)(f + 2);
+  w.regs.fp = f[0];
+  return walk_run(&w, pcs, max, (uintptr_t)caller_ret, truncated);
+#else
+  (void)pcs, (void)max, (void)caller_ret, (void)frame, (void)truncated;
+  return -1;
+#endif
+}
+
 int igprof_walk_fast_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated) {
   struct walk w;
   walk_init(&w, 1, uc);

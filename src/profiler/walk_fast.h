@@ -19,6 +19,11 @@
 
 int igprof_walk_fast_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *truncated);
 int igprof_walk_fast_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated);
+/* From a hook replacement's frame record (walk.h, igprof_walk_from_hook_frame):
+ * returns -1 where frame records are not laid out as [saved FP, return
+ * address] or frame[1] is not caller_ret; the caller then walks from the hook. */
+int igprof_walk_fast_from_frame(uintptr_t *pcs, int max, void *caller_ret, const void *frame,
+                                int *truncated);
 
 /* Outside signal context. init builds the table of loaded modules;
  * modules_changed (after dlopen/dlclose) adds the new ones and retires
