@@ -8,7 +8,8 @@
  *
  * usage: walk_find_check MIN_ROWS [ELF...] — fails on any mismatch, if a
  * loaded module above is missing, or if fewer than MIN_ROWS rows in all
- * were checked. */
+ * were checked.
+ *        walk_find_check --fuzz ROUNDS ELF — see fuzz_file. */
 #define _GNU_SOURCE
 #include <elf.h>
 #include <fcntl.h>
@@ -123,9 +124,12 @@ static int visit_loaded(struct dl_phdr_info *info, size_t size, void *arg) {
 
 /* ---- an ELF file mapped here ------------------------------------------------ */
 
-/* Map every PT_LOAD of `path` read-only at one bias, as the loader would
- * (no relocation: .eh_frame_hdr holds only relative pointers). */
-static int check_file(const char *path) {
+/* Map every PT_LOAD of `path` at one bias, as the loader would (no
+ * relocation: .eh_frame_hdr holds only relative pointers); read-only, or
+ * writable private copies for the fuzz test. Also gives the code range.
+ * Returns 0 (with a message) on failure. */
+static int map_file(const char *path, int writable, struct module *m, void **area,
+                    size_t *area_size, uintptr_t *text_start, uintptr_t *text_end) {
   int fd = open(path, O_RDONLY);
   if (fd < 0) {
     printf("FAIL: cannot open %s\n", path);
@@ -149,23 +153,27 @@ static int check_file(const char *path) {
       hi = ph[i].p_vaddr + ph[i].p_memsz > hi ? ph[i].p_vaddr + ph[i].p_memsz : hi;
     }
   lo &= ~(page - 1);
-  void *area = mmap(NULL, hi - lo, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (lo >= hi || area == MAP_FAILED) {
+  *area = mmap(NULL, hi - lo, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (lo >= hi || *area == MAP_FAILED) {
     printf("FAIL: cannot reserve the address range of %s\n", path);
     close(fd);
     return 0;
   }
-  struct module m = {path, (uintptr_t)area - lo, NULL, {{0, 0}}, 0};
+  *area_size = hi - lo;
+  *m = (struct module){path, (uintptr_t)*area - lo, NULL, {{0, 0}}, 0};
+  *text_start = UINTPTR_MAX;
+  *text_end = 0;
+  int prot = PROT_READ | (writable ? PROT_WRITE : 0);
   for (int i = 0; i < eh.e_phnum; i++) {
-    uintptr_t start = m.bias + ph[i].p_vaddr;
+    uintptr_t start = m->bias + ph[i].p_vaddr;
     if (ph[i].p_type == PT_GNU_EH_FRAME)
-      m.hdr = (const void *)start;
+      m->hdr = (const void *)start;
     if (ph[i].p_type != PT_LOAD)
       continue;
     uintptr_t map_at = start & ~(page - 1), file_end = start + ph[i].p_filesz;
     off_t off = (off_t)(ph[i].p_offset - (start - map_at));
     if (ph[i].p_filesz &&
-        mmap((void *)map_at, file_end - map_at, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, off) ==
+        mmap((void *)map_at, file_end - map_at, prot, MAP_PRIVATE | MAP_FIXED, fd, off) ==
             MAP_FAILED) {
       printf("FAIL: cannot map a segment of %s\n", path);
       close(fd);
@@ -173,20 +181,107 @@ static int check_file(const char *path) {
     }
     uintptr_t zero_at = (file_end + page - 1) & ~(page - 1), mem_end = start + ph[i].p_memsz;
     if (mem_end > zero_at)
-      mmap((void *)zero_at, mem_end - zero_at, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS,
-           -1, 0);
-    if (m.nsegs < MAX_SEGS)
-      m.segs[m.nsegs++] = (struct eh_frame_segment){start, mem_end};
+      mmap((void *)zero_at, mem_end - zero_at, prot, MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS, -1,
+           0);
+    if (m->nsegs < MAX_SEGS)
+      m->segs[m->nsegs++] = (struct eh_frame_segment){start, mem_end};
+    if (ph[i].p_flags & PF_X) {
+      *text_start = start < *text_start ? start : *text_start;
+      *text_end = mem_end > *text_end ? mem_end : *text_end;
+    }
   }
   close(fd);
-  if (!m.hdr) {
+  if (!m->hdr) {
     printf("FAIL: %s has no PT_GNU_EH_FRAME\n", path);
     return 0;
   }
+  return 1;
+}
+
+static int check_file(const char *path) {
+  struct module m;
+  void *area;
+  size_t size;
+  uintptr_t text_start, text_end;
+  if (!map_file(path, 0, &m, &area, &size, &text_start, &text_end))
+    return 0;
   long rows = check_module(&m);
   total_rows += rows;
-  munmap(area, hi - lo);
+  munmap(area, size);
   return rows > 0;
+}
+
+/* ---- corrupted unwind data -------------------------------------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+
+static uint64_t rng(void) { /* xorshift64: reproducible runs */
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+
+/* Corrupt a few bytes of .eh_frame_hdr / .eh_frame (everything from the
+ * header to the end of its segment) in a private copy of `path`, then
+ * derive recipes for random code addresses and compile the whole table;
+ * restore, repeat. Nothing may fault (a fault kills the test); every
+ * derivation must still return a recipe kind the walker knows. Fails if
+ * the corruption never made a derivation fail (the parser was not
+ * reached) or if no derivation gave an SP/FP recipe. */
+static int fuzz_file(const char *path, int rounds) {
+  struct module m;
+  void *area;
+  size_t size;
+  uintptr_t text_start, text_end;
+  if (!map_file(path, 1, &m, &area, &size, &text_start, &text_end))
+    return 0;
+  uintptr_t lo = (uintptr_t)m.hdr, hi = 0;
+  for (int i = 0; i < m.nsegs; i++)
+    if (lo >= m.segs[i].start && lo < m.segs[i].end)
+      hi = m.segs[i].end;
+  size_t len = hi - lo;
+  uint8_t *pristine = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (pristine == MAP_FAILED || len == 0 || text_end <= text_start) {
+    printf("FAIL: fuzz set-up for %s\n", path);
+    return 0;
+  }
+  memcpy(pristine, (void *)lo, len);
+  long finds = 0, failed = 0, recipes = 0, bad_kind = 0, compiles_failed = 0;
+  for (int r = 0; r < rounds; r++) {
+    uint8_t *data = (uint8_t *)lo;
+    int flips = 1 + (int)(rng() % 32);
+    /* Mostly near the header (its fields, the search table, the first
+     * CIEs and FDEs), sometimes anywhere, sometimes its fixed fields. */
+    size_t span = rng() % 4 ? (len < 65536 ? len : 65536) : len;
+    if (rng() % 8 == 0)
+      span = 16;
+    for (int k = 0; k < flips; k++)
+      data[rng() % span] = (uint8_t)rng();
+    for (int k = 0; k < 2000; k++) {
+      struct frame_recipe rc;
+      uintptr_t pc = text_start + rng() % (text_end - text_start);
+      enum eh_frame_status st = eh_frame_find(m.hdr, m.bias, m.segs, m.nsegs, pc, &rc);
+      finds++;
+      failed += st != EH_FRAME_OK;
+      recipes += rc.kind == FRAME_CFA_SP || rc.kind == FRAME_CFA_FP;
+      bad_kind += rc.kind > FRAME_CFA_FP || (st != EH_FRAME_OK && rc.kind != FRAME_NO_INFO);
+    }
+    struct eh_frame_table t;
+    if (eh_frame_compile(m.hdr, m.bias, m.segs, m.nsegs, &t) != EH_FRAME_OK)
+      compiles_failed++;
+    eh_frame_table_release(&t);
+    memcpy(data, pristine, len);
+  }
+  printf("fuzz %s: %d rounds, %ld derivations: %ld failed, %ld SP/FP recipes, %ld bad results; "
+         "%ld compiles failed\n",
+         path, rounds, finds, failed, recipes, bad_kind, compiles_failed);
+  munmap(pristine, len);
+  munmap(area, size);
+  int ok = failed > 0 && recipes > 0 && bad_kind == 0;
+  if (!ok)
+    printf("FAIL: fuzzing %s did not exercise the parser or gave bad results\n", path);
+  return ok;
 }
 
 int main(int argc, char **argv) {
@@ -194,6 +289,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s MIN_ROWS [ELF...]\n", argv[0]);
     return 2;
   }
+  if (strcmp(argv[1], "--fuzz") == 0)
+    return argc == 4 && fuzz_file(argv[3], atoi(argv[2])) ? 0 : 1;
   long min_rows = atol(argv[1]);
   int ok = 1;
   dl_iterate_phdr(visit_loaded, NULL);
