@@ -153,6 +153,7 @@ struct walk_memo {
 #define TC_SIZE (1u << TC_BITS)
 #define TC_FP_BASE ((uint64_t)1 << 32) /* CFA = FP + offset (else SP + offset) */
 #define TC_FP_SHIFT 40                 /* FP saved at CFA - (value >> 40); 0: not saved */
+#define TC_INDEX_MASK ((uintptr_t)(TC_SIZE - 1) << 1)
 
 static inline uint64_t tc_value(uint32_t bits) {
   uint64_t v = recipe_cfa_bytes(bits);
@@ -163,17 +164,17 @@ static inline uint64_t tc_value(uint32_t bits) {
   return v;
 }
 
-/* Key and value side by side: a lookup touches one cache line. */
-struct tc_entry {
-  uintptr_t key; /* return address (not minus 1); 0: empty */
-  uint64_t val;  /* tc_value() of its compressed recipe */
-};
-
 struct thread_memo {
   struct walk_memo buf[2];
   int current; /* buf[current] is the last walk's record */
   const void *tc_snapshot; /* the module table tc came from */
-  struct tc_entry tc[TC_SIZE];
+  /* Entry i is tc[2i] (the return address, not minus 1; 0: empty) and
+   * tc[2i + 1] (tc_value() of its recipe): a lookup touches one cache
+   * line, and with the index taken as pc & TC_INDEX_MASK (bits 1 to
+   * TC_BITS, already doubled) the address is one scaled-index load away
+   * from pc. Bit 0 is not needed: two return addresses are never one byte
+   * apart, a call instruction being longer than that. */
+  uint64_t tc[2 * TC_SIZE];
 };
 
 static IE_TLS struct thread_memo *thread_memo;
@@ -564,7 +565,7 @@ struct walk {
   int frame;             /* frames stepped so far */
   struct walk_memo *prev, *cur; /* memo of the last walk, and of this one (or NULL) */
   int join_at;           /* next candidate frame in prev (sp ascending) */
-  struct tc_entry *tc;   /* the thread's PC cache, if this walk holds it */
+  uint64_t *tc;          /* the thread's PC cache, if this walk holds it */
   int outermost;         /* step_slow ended the walk on an "outermost" recipe */
 };
 
@@ -792,9 +793,14 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
   uintptr_t memo_sp = w->prev && w->join_at < w->prev->count ? w->prev->frames[w->join_at].sp
                                                               : UINTPTR_MAX;
   /* Without the thread's cache, a one-entry table that never matches. */
-  static const struct tc_entry no_entry[1];
-  const struct tc_entry *tc = w->tc ? w->tc : no_entry;
-  const uintptr_t tc_mask = w->tc ? TC_SIZE - 1 : 0;
+  static const uint64_t no_entry[2];
+  const uint64_t *tc_key = w->tc ? w->tc : no_entry;
+  /* A base of its own for the values, hidden from the optimiser: knowing
+   * it is tc_key + 1, GCC adds the 1 (or scales) the index in a separate
+   * instruction, an extra operation on the chain of dependent loads. */
+  const uint64_t *tc_val = tc_key + 1;
+  __asm__("" : "+r"(tc_val));
+  const uintptr_t tc_mask = w->tc ? TC_INDEX_MASK : 0;
   enum run_end end;
   for (;;) {
     if (__builtin_expect(sp >= memo_sp, 0)) {
@@ -819,8 +825,8 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
       }
     }
     uintptr_t ti = pc & tc_mask;
-    uint64_t v = tc[ti].val;
-    if (__builtin_expect(tc[ti].key != pc, 0)) {
+    uint64_t v = tc_val[ti];
+    if (__builtin_expect(tc_key[ti] != pc, 0)) {
       uint32_t bits;
       if (!cache_get(pc_cache, pc - 1, &bits) || (bits & RC_OTHER)) {
         end = RUN_SLOW;
@@ -828,8 +834,8 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
       }
       v = tc_value(bits);
       if (w->tc) {
-        w->tc[ti].key = pc;
-        w->tc[ti].val = v;
+        w->tc[ti] = pc;
+        w->tc[ti + 1] = v;
       }
     }
     /* A branch, not a conditional move: the kind of frame is predictable
