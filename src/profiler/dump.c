@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -471,6 +472,8 @@ int igprof_dump(enum igprof_dump_kind kind, const char *name, const char *why)
   struct dump_ctx *d;
   struct igprof_scratch scratch = {0};
   int rc = 0;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   d = igprof_scratch_alloc(&scratch, sizeof *d);
   if (!d) { rc = ENOMEM; goto out; }
   d->scratch = scratch;
@@ -498,8 +501,12 @@ int igprof_dump(enum igprof_dump_kind kind, const char *name, const char *why)
     }
   }
   if (rc) igprof_warn("could not write dump %s: %s", target, strerrorname_np(rc) ? strerrorname_np(rc) : "error");
-  else igprof_debug("dump written: %s (%s; %llu nodes, %llu live blocks)", target, why,
-                    (unsigned long long) d->nodes, (unsigned long long) d->leaks);
+  else {
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long us = (long) ((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000);
+    igprof_debug("dump written: %s (%s; %llu nodes, %llu live blocks, %ld us)", target, why,
+                 (unsigned long long) d->nodes, (unsigned long long) d->leaks, us);
+  }
   scratch = d->scratch;
   igprof_scratch_release(&scratch);
 out:
