@@ -192,6 +192,7 @@ struct dump_ctx {
   /* pc -> FN id, open addressing */
   uintptr_t *fn_keys;
   uint32_t *fn_ids;
+  uint64_t *fn_offsets; /* pc - symbol start, written after the FN id */
   size_t fn_mask;
   uint32_t next_fn;
   int *module_fid; /* per snapshot module, -1 until written */
@@ -269,8 +270,9 @@ static void attach_leak(void *arg, uintptr_t addr, struct igprof_node *node, uin
   d->leaks++;
 }
 
-/* Returns the FN id for pc and whether it was new. */
-static uint32_t fn_id(struct dump_ctx *d, uintptr_t pc, int *fresh)
+/* The FN table slot of pc; *fresh says whether pc was new (then the slot
+ * has its id, and the caller sets its offset). */
+static size_t fn_slot(struct dump_ctx *d, uintptr_t pc, int *fresh)
 {
   size_t i = (size_t) ((pc * 0x9e3779b97f4a7c15ull) >> 20) & d->fn_mask;
   while (d->fn_keys[i] && d->fn_keys[i] != pc) i = (i + 1) & d->fn_mask;
@@ -279,23 +281,30 @@ static uint32_t fn_id(struct dump_ctx *d, uintptr_t pc, int *fresh)
     d->fn_keys[i] = pc;
     d->fn_ids[i] = d->next_fn++;
   }
-  return d->fn_ids[i];
+  return i;
 }
 
 static void write_fn(struct dump_ctx *d, uintptr_t pc)
 {
   struct igprof_out *o = &d->out;
   int fresh;
-  uint32_t id = fn_id(d, pc, &fresh);
+  size_t slot = fn_slot(d, pc, &fresh);
   igprof_out_str(o, "FN");
-  igprof_out_hex(o, id);
+  igprof_out_hex(o, d->fn_ids[slot]);
+  if (!fresh) {
+    /* Symbolised at its first node: only the offset is written again. */
+    igprof_out_char(o, '+');
+    igprof_out_hex(o, d->fn_offsets[slot]);
+    return;
+  }
   struct symbol_info si;
   if (pc == IGPROF_PC_TRUNCATED) {
     si = (struct symbol_info){.module = -1, .path = "", .name = "@igprof_truncated_stack"};
   } else {
     symbols_lookup(d->symbols, pc, &si);
   }
-  if (fresh) {
+  d->fn_offsets[slot] = si.name && pc != IGPROF_PC_TRUNCATED ? pc - si.symbol_start : 0;
+  {
     int *fid = si.module >= 0 ? &d->module_fid[si.module] : &d->nofile_fid;
     igprof_out_str(o, "=(F");
     if (*fid < 0) {
@@ -319,7 +328,7 @@ static void write_fn(struct dump_ctx *d, uintptr_t pc)
     igprof_out_str(o, "))");
   }
   igprof_out_char(o, '+');
-  igprof_out_hex(o, si.name && pc != IGPROF_PC_TRUNCATED ? pc - si.symbol_start : 0);
+  igprof_out_hex(o, d->fn_offsets[slot]);
 }
 
 static void write_counters(struct dump_ctx *d, const struct node_info *info)
@@ -495,11 +504,12 @@ static int write_dump(struct dump_ctx *d, int fd)
   while (slots < (size_t) d->count * 2) slots <<= 1;
   d->fn_keys = igprof_scratch_alloc(&d->scratch, sizeof *d->fn_keys * slots);
   d->fn_ids = igprof_scratch_alloc(&d->scratch, sizeof *d->fn_ids * slots);
+  d->fn_offsets = igprof_scratch_alloc(&d->scratch, sizeof *d->fn_offsets * slots);
   d->fn_mask = slots - 1;
   d->symbols = symbols_snapshot(&d->scratch);
   int nmod = symbols_count(d->symbols);
   d->module_fid = igprof_scratch_alloc(&d->scratch, sizeof(int) * (size_t) (nmod + 1));
-  if (!d->fn_keys || !d->fn_ids || !d->module_fid) d->no_memory = 1;
+  if (!d->fn_keys || !d->fn_ids || !d->fn_offsets || !d->module_fid) d->no_memory = 1;
   if (!d->no_memory) {
     for (int i = 0; i < nmod; ++i) d->module_fid[i] = -1;
     d->nofile_fid = -1;
