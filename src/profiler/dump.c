@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -151,23 +152,27 @@ struct leak {
   uint64_t size;
 };
 
+/* The dump works on a snapshot of the tree taken in one pre-order walk: an
+ * array of the nodes that exist at that moment with their links as indexes.
+ * Every later step (which nodes carry data, the leaks, the output order)
+ * reads the array, not the nodes, so the tree's nodes are visited once (a
+ * compiler's 30 000 nodes lie all over the arena: each visit is a cache
+ * miss) and never written to. */
 struct node_info {
+  struct igprof_node *node;
+  uintptr_t pc;
+  struct igprof_counter_value *counters;
   struct leak *leaks;
+  uint32_t parent;      /* index, or NO_INDEX for the root's children */
+  uint32_t first_child; /* in the tree's sibling order */
+  uint32_t next_sibling;
   int has_data;
 };
 
-/* Pre-order successor using the tree's own links (no stack). */
-static struct igprof_node *next_node(struct igprof_node *n, struct igprof_node *root)
-{
-  struct igprof_node *c = atomic_load_explicit(&n->children, memory_order_acquire);
-  if (c) return c;
-  while (n != root && !n->sibling) n = n->parent;
-  return n == root ? NULL : n->sibling;
-}
+#define NO_INDEX UINT32_MAX
 
-static int counters_nonzero(struct igprof_node *n)
+static int counters_nonzero(const struct igprof_counter_value *c)
 {
-  struct igprof_counter_value *c = atomic_load_explicit(&n->counters, memory_order_acquire);
   if (!c) return 0;
   for (int i = 0; i < igprof_counter_count(); ++i)
     if (atomic_load_explicit(&c[i].ticks, memory_order_relaxed) ||
@@ -181,9 +186,13 @@ struct dump_ctx {
   struct igprof_scratch scratch;
   struct igprof_out out;
   struct symbols *symbols;
+  /* the snapshot: infos[0..count); a node of it has dump_gen == gen */
+  struct node_info *infos;
+  uint32_t count, gen;
   /* pc -> FN id, open addressing */
   uintptr_t *fn_keys;
   uint32_t *fn_ids;
+  uint64_t *fn_offsets; /* pc - symbol start, written after the FN id */
   size_t fn_mask;
   uint32_t next_fn;
   int *module_fid; /* per snapshot module, -1 until written */
@@ -193,22 +202,77 @@ struct dump_ctx {
   int no_memory;
 };
 
+static uint32_t dump_generation; /* under dump_lock */
+
+static uint32_t index_of(const struct dump_ctx *d, const struct igprof_node *n)
+{
+  return n->dump_gen == d->gen ? n->dump_index : NO_INDEX;
+}
+
+/* The snapshot: one pre-order walk, at most `cap` nodes. */
+static void take_snapshot(struct dump_ctx *d, struct igprof_node *root, uint64_t cap)
+{
+  d->infos = igprof_scratch_alloc(&d->scratch, sizeof *d->infos * (size_t) (cap ? cap : 1));
+  if (!d->infos) { d->no_memory = 1; return; }
+  /* A generation tells this dump's snapshot from older ones (0: never). */
+  if (++dump_generation == 0) ++dump_generation;
+  d->gen = dump_generation;
+  /* last_child[depth]: the previous sibling at each open level, to link the
+   * next one; the walk's depth follows the tree's. */
+  uint32_t parent = NO_INDEX, prev_sibling = NO_INDEX;
+  struct igprof_node *n = atomic_load_explicit(&root->children, memory_order_acquire);
+  while (n && d->count < cap) {
+    uint32_t i = d->count++;
+    struct node_info *info = &d->infos[i];
+    info->node = n;
+    info->pc = n->pc;
+    info->counters = atomic_load_explicit(&n->counters, memory_order_acquire);
+    info->leaks = NULL;
+    info->parent = parent;
+    info->first_child = info->next_sibling = NO_INDEX;
+    info->has_data = counters_nonzero(info->counters);
+    if (prev_sibling != NO_INDEX) d->infos[prev_sibling].next_sibling = i;
+    else if (parent != NO_INDEX) d->infos[parent].first_child = i;
+    n->dump_index = i;
+    n->dump_gen = d->gen;
+    struct igprof_node *c = atomic_load_explicit(&n->children, memory_order_acquire);
+    if (c) { /* down */
+      parent = i;
+      prev_sibling = NO_INDEX;
+      n = c;
+      continue;
+    }
+    /* across, or up until a sibling is found */
+    uint32_t at = i;
+    while (n && !n->sibling) {
+      n = n->parent == root ? NULL : n->parent;
+      at = d->infos[at].parent;
+    }
+    if (!n) break;
+    n = n->sibling;
+    prev_sibling = at;
+    parent = d->infos[at].parent;
+  }
+}
+
 static void attach_leak(void *arg, uintptr_t addr, struct igprof_node *node, uint64_t size)
 {
   struct dump_ctx *d = arg;
-  struct node_info *info = node->dump_link;
-  if (!info) return; /* node created after the snapshot began */
+  uint32_t i = index_of(d, node);
+  if (i == NO_INDEX) return; /* node created after the snapshot began */
   struct leak *l = igprof_scratch_alloc(&d->scratch, sizeof *l);
   if (!l) { d->no_memory = 1; return; }
   l->addr = addr;
   l->size = size;
-  l->next = info->leaks;
-  info->leaks = l;
+  l->next = d->infos[i].leaks;
+  d->infos[i].leaks = l;
+  d->infos[i].has_data = 1;
   d->leaks++;
 }
 
-/* Returns the FN id for pc and whether it was new. */
-static uint32_t fn_id(struct dump_ctx *d, uintptr_t pc, int *fresh)
+/* The FN table slot of pc; *fresh says whether pc was new (then the slot
+ * has its id, and the caller sets its offset). */
+static size_t fn_slot(struct dump_ctx *d, uintptr_t pc, int *fresh)
 {
   size_t i = (size_t) ((pc * 0x9e3779b97f4a7c15ull) >> 20) & d->fn_mask;
   while (d->fn_keys[i] && d->fn_keys[i] != pc) i = (i + 1) & d->fn_mask;
@@ -217,23 +281,30 @@ static uint32_t fn_id(struct dump_ctx *d, uintptr_t pc, int *fresh)
     d->fn_keys[i] = pc;
     d->fn_ids[i] = d->next_fn++;
   }
-  return d->fn_ids[i];
+  return i;
 }
 
 static void write_fn(struct dump_ctx *d, uintptr_t pc)
 {
   struct igprof_out *o = &d->out;
   int fresh;
-  uint32_t id = fn_id(d, pc, &fresh);
+  size_t slot = fn_slot(d, pc, &fresh);
   igprof_out_str(o, "FN");
-  igprof_out_hex(o, id);
+  igprof_out_hex(o, d->fn_ids[slot]);
+  if (!fresh) {
+    /* Symbolised at its first node: only the offset is written again. */
+    igprof_out_char(o, '+');
+    igprof_out_hex(o, d->fn_offsets[slot]);
+    return;
+  }
   struct symbol_info si;
   if (pc == IGPROF_PC_TRUNCATED) {
     si = (struct symbol_info){.module = -1, .path = "", .name = "@igprof_truncated_stack"};
   } else {
     symbols_lookup(d->symbols, pc, &si);
   }
-  if (fresh) {
+  d->fn_offsets[slot] = si.name && pc != IGPROF_PC_TRUNCATED ? pc - si.symbol_start : 0;
+  {
     int *fid = si.module >= 0 ? &d->module_fid[si.module] : &d->nofile_fid;
     igprof_out_str(o, "=(F");
     if (*fid < 0) {
@@ -257,13 +328,13 @@ static void write_fn(struct dump_ctx *d, uintptr_t pc)
     igprof_out_str(o, "))");
   }
   igprof_out_char(o, '+');
-  igprof_out_hex(o, si.name && pc != IGPROF_PC_TRUNCATED ? pc - si.symbol_start : 0);
+  igprof_out_hex(o, d->fn_offsets[slot]);
 }
 
-static void write_counters(struct dump_ctx *d, struct igprof_node *n, struct node_info *info)
+static void write_counters(struct dump_ctx *d, const struct node_info *info)
 {
   struct igprof_out *o = &d->out;
-  struct igprof_counter_value *c = atomic_load_explicit(&n->counters, memory_order_acquire);
+  struct igprof_counter_value *c = info->counters;
   if (!c) return;
   for (int i = 0; i < igprof_counter_count(); ++i) {
     int64_t ticks = atomic_load_explicit(&c[i].ticks, memory_order_relaxed);
@@ -297,69 +368,80 @@ static void write_counters(struct dump_ctx *d, struct igprof_node *n, struct nod
   }
 }
 
-static void sort_nodes(struct igprof_node **v, size_t n)
+/* Children in ascending pc order (indexes into d->infos). */
+static void sort_kids(const struct dump_ctx *d, uint32_t *v, size_t n)
 {
-  /* Insertion sort: sibling lists are short; long ones are nearly sorted
-   * rarely enough that this stays cheap next to symbolisation. Fall back
-   * to a shell sort gap sequence for long lists. */
   static const size_t gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
   for (size_t g = 0; g < sizeof gaps / sizeof gaps[0]; ++g) {
     size_t gap = gaps[g];
     if (gap >= n) continue;
     for (size_t i = gap; i < n; ++i) {
-      struct igprof_node *x = v[i];
+      uint32_t x = v[i];
       size_t j = i;
-      while (j >= gap && v[j - gap]->pc > x->pc) { v[j] = v[j - gap]; j -= gap; }
+      while (j >= gap && d->infos[v[j - gap]].pc > d->infos[x].pc) { v[j] = v[j - gap]; j -= gap; }
       v[j] = x;
     }
   }
 }
 
 struct frame {
-  struct igprof_node **kids;
+  uint32_t *kids;
   size_t count, next;
 };
 
+/* The kids of `first` (a sibling chain) that carry data, sorted. */
+static uint32_t *collect_kids(struct dump_ctx *d, uint32_t first, size_t *count)
+{
+  size_t n = 0;
+  for (uint32_t c = first; c != NO_INDEX; c = d->infos[c].next_sibling)
+    if (d->infos[c].has_data) ++n;
+  *count = n;
+  if (!n) return NULL;
+  uint32_t *kids = igprof_scratch_alloc(&d->scratch, sizeof *kids * n);
+  if (!kids) { d->no_memory = 1; *count = 0; return NULL; }
+  size_t k = 0;
+  for (uint32_t c = first; c != NO_INDEX; c = d->infos[c].next_sibling)
+    if (d->infos[c].has_data) kids[k++] = c;
+  sort_kids(d, kids, n);
+  return kids;
+}
+
 /* Depth-first output with an explicit stack (trees can be deeper than a
  * small thread stack allows recursion), children in ascending pc order. */
-static void write_tree(struct dump_ctx *d, struct igprof_node *root)
+static void write_tree(struct dump_ctx *d)
 {
   int cap = igprof_config.depth + 8;
   struct frame *stack = igprof_scratch_alloc(&d->scratch, sizeof *stack * (size_t) cap);
   if (!stack) { d->no_memory = 1; return; }
   int top = 0;
-  struct igprof_node *parent = root;
+  /* The root's children are the snapshot's top-level sibling chain. */
+  uint32_t first = d->count ? 0 : NO_INDEX;
   for (;;) {
-    /* Collect parent's children that carry data. */
-    size_t count = 0;
-    for (struct igprof_node *c = atomic_load(&parent->children); c; c = c->sibling)
-      if (c->dump_link && ((struct node_info *) c->dump_link)->has_data) ++count;
-    struct igprof_node **kids = count ? igprof_scratch_alloc(&d->scratch, sizeof *kids * count) : NULL;
-    if (count && !kids) { d->no_memory = 1; return; }
-    size_t k = 0;
-    for (struct igprof_node *c = atomic_load(&parent->children); c && k < count; c = c->sibling)
-      if (c->dump_link && ((struct node_info *) c->dump_link)->has_data) kids[k++] = c;
-    sort_nodes(kids, k);
-    if (top < cap) stack[top++] = (struct frame){kids, k, 0};
+    size_t count;
+    uint32_t *kids = collect_kids(d, first, &count);
+    if (d->no_memory) return;
+    if (top < cap) stack[top++] = (struct frame){kids, count, 0};
     /* Next node to print: first unvisited child up the stack. */
-    parent = NULL;
+    first = NO_INDEX;
+    int found = 0;
     while (top > 0) {
       struct frame *f = &stack[top - 1];
       if (f->next < f->count) {
-        struct igprof_node *n = f->kids[f->next++];
+        uint32_t i = f->kids[f->next++];
         igprof_out_char(&d->out, 'C');
         igprof_out_hex(&d->out, (uint64_t) top);
         igprof_out_char(&d->out, ' ');
-        write_fn(d, n->pc);
-        write_counters(d, n, n->dump_link);
+        write_fn(d, d->infos[i].pc);
+        write_counters(d, &d->infos[i]);
         igprof_out_char(&d->out, '\n');
         d->nodes++;
-        parent = n;
+        first = d->infos[i].first_child;
+        found = 1;
         break;
       }
       --top;
     }
-    if (!parent) return;
+    if (!found) return;
   }
 }
 
@@ -407,42 +489,35 @@ static int write_dump(struct dump_ctx *d, int fd)
     d->out.zstream = z;
   }
 
-  /* Pass 1: per-node info for every node that exists now. */
-  uint64_t total = 0;
-  for (struct igprof_node *n = next_node(root, root); n; n = next_node(n, root)) {
-    struct node_info *info = igprof_scratch_alloc(&d->scratch, sizeof *info);
-    if (!info) { d->no_memory = 1; break; }
-    n->dump_link = info;
-    ++total;
-  }
-  /* Pass 2: live blocks onto their nodes. */
-  igprof_live_foreach(attach_leak, d);
-  /* Pass 3: a node is printed if it or a descendant has data. */
-  for (struct igprof_node *n = next_node(root, root); n; n = next_node(n, root)) {
-    struct node_info *info = n->dump_link;
-    if (!info || !(info->leaks || counters_nonzero(n))) continue;
-    for (struct igprof_node *u = n; u != root && u->dump_link && !((struct node_info *) u->dump_link)->has_data;
-         u = u->parent)
-      ((struct node_info *) u->dump_link)->has_data = 1;
-  }
+  /* The snapshot, the live blocks onto their nodes, then "has data"
+   * carried up: a node is printed if it or a descendant has data (a child
+   * always comes after its parent in pre-order). */
+  /* Room for the nodes that exist now, and some made by other threads
+   * while the snapshot is taken (those are not needed, but the count may be
+   * read before increments made by nodes already linked: never run short). */
+  uint64_t nodes_now = igprof_tree_node_count();
+  take_snapshot(d, root, nodes_now + nodes_now / 4 + 1024);
+  if (!d->no_memory) igprof_live_foreach(attach_leak, d);
+  for (uint32_t i = d->count; i-- > 0;)
+    if (d->infos[i].has_data && d->infos[i].parent != NO_INDEX) d->infos[d->infos[i].parent].has_data = 1;
   size_t slots = 64;
-  while (slots < total * 2) slots <<= 1;
+  while (slots < (size_t) d->count * 2) slots <<= 1;
   d->fn_keys = igprof_scratch_alloc(&d->scratch, sizeof *d->fn_keys * slots);
   d->fn_ids = igprof_scratch_alloc(&d->scratch, sizeof *d->fn_ids * slots);
+  d->fn_offsets = igprof_scratch_alloc(&d->scratch, sizeof *d->fn_offsets * slots);
   d->fn_mask = slots - 1;
   d->symbols = symbols_snapshot(&d->scratch);
   int nmod = symbols_count(d->symbols);
   d->module_fid = igprof_scratch_alloc(&d->scratch, sizeof(int) * (size_t) (nmod + 1));
-  if (!d->fn_keys || !d->fn_ids || !d->module_fid) d->no_memory = 1;
+  if (!d->fn_keys || !d->fn_ids || !d->fn_offsets || !d->module_fid) d->no_memory = 1;
   if (!d->no_memory) {
     for (int i = 0; i < nmod; ++i) d->module_fid[i] = -1;
     d->nofile_fid = -1;
     write_header(&d->out);
-    write_tree(d, root);
+    write_tree(d);
     igprof_out_finish(&d->out);
   }
   symbols_close(d->symbols);
-  for (struct igprof_node *n = next_node(root, root); n; n = next_node(n, root)) n->dump_link = NULL;
   if (d->no_memory) return ENOMEM;
   return d->out.failed;
 }
@@ -471,6 +546,8 @@ int igprof_dump(enum igprof_dump_kind kind, const char *name, const char *why)
   struct dump_ctx *d;
   struct igprof_scratch scratch = {0};
   int rc = 0;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   d = igprof_scratch_alloc(&scratch, sizeof *d);
   if (!d) { rc = ENOMEM; goto out; }
   d->scratch = scratch;
@@ -498,8 +575,12 @@ int igprof_dump(enum igprof_dump_kind kind, const char *name, const char *why)
     }
   }
   if (rc) igprof_warn("could not write dump %s: %s", target, strerrorname_np(rc) ? strerrorname_np(rc) : "error");
-  else igprof_debug("dump written: %s (%s; %llu nodes, %llu live blocks)", target, why,
-                    (unsigned long long) d->nodes, (unsigned long long) d->leaks);
+  else {
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long us = (long) ((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000);
+    igprof_debug("dump written: %s (%s; %llu nodes, %llu live blocks, %ld us)", target, why,
+                 (unsigned long long) d->nodes, (unsigned long long) d->leaks, us);
+  }
   scratch = d->scratch;
   igprof_scratch_release(&scratch);
 out:

@@ -217,8 +217,11 @@ struct igprof_node {
   struct igprof_node *hash_next;            /* chain in the (parent, pc) index; immutable once published */
   _Atomic(struct igprof_node *) children;
   _Atomic(struct igprof_counter_value *) counters; /* NULL until first tick */
-  void *dump_link;                          /* owned by the dump writer */
+  uint32_t dump_gen, dump_index;            /* the dump writer's (dump.c) */
 };
+
+/* Nodes created so far (a bound on the tree's size, for the dump). */
+uint64_t igprof_tree_node_count(void);
 
 /* Synthetic outermost frame of a stack deeper than igprof_config.depth. */
 #define IGPROF_PC_TRUNCATED ((uintptr_t) 1)

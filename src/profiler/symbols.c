@@ -109,32 +109,46 @@ static int collect_symbol(const struct elf_symbol *sym, void *arg)
   return 0;
 }
 
-/* Heap sort by start address; ties keep the sized symbol last so the
- * lookup (which scans back from the last candidate) prefers it. */
-static int sym_less(const struct sym *a, const struct sym *b)
-{
-  return a->start < b->start || (a->start == b->start && a->size < b->size);
-}
+/* Sort by start address, ties by size, so that among symbols at one address
+ * the sized one comes last and the lookup (which scans back from the last
+ * candidate) prefers it. A compiler's symbol table has tens of thousands of
+ * entries and every profiled process that ran it sorts them at its dump:
+ * a radix sort on the start address (stable, 11 bits a pass, only as many
+ * passes as the module's address span needs) with `tmp` as the second
+ * buffer, then insertion sort of each run of equal starts by size. */
+#define RADIX_BITS 11
+#define RADIX (1u << RADIX_BITS)
 
-static void sift(struct sym *v, size_t i, size_t n)
-{
-  for (;;) {
-    size_t l = 2 * i + 1, big = i;
-    if (l < n && sym_less(&v[big], &v[l])) big = l;
-    if (l + 1 < n && sym_less(&v[big], &v[l + 1])) big = l + 1;
-    if (big == i) return;
-    struct sym t = v[i]; v[i] = v[big]; v[big] = t;
-    i = big;
-  }
-}
-
-static void sort_syms(struct sym *v, size_t n)
+static void sort_syms(struct sym *v, size_t n, struct sym *tmp, uint32_t *count)
 {
   if (n < 2) return;
-  for (size_t i = n / 2; i-- > 0;) sift(v, i, n);
-  for (size_t end = n - 1; end > 0; --end) {
-    struct sym t = v[0]; v[0] = v[end]; v[end] = t;
-    sift(v, 0, end);
+  uintptr_t lo = v[0].start, hi = v[0].start;
+  for (size_t i = 1; i < n; ++i) {
+    if (v[i].start < lo) lo = v[i].start;
+    if (v[i].start > hi) hi = v[i].start;
+  }
+  struct sym *src = v, *dst = tmp;
+  for (unsigned shift = 0; shift < 64 && ((hi - lo) >> shift) != 0; shift += RADIX_BITS) {
+    memset(count, 0, sizeof *count * RADIX);
+    for (size_t i = 0; i < n; ++i) count[((src[i].start - lo) >> shift) & (RADIX - 1)]++;
+    uint32_t sum = 0;
+    for (unsigned d = 0; d < RADIX; ++d) {
+      uint32_t c = count[d];
+      count[d] = sum;
+      sum += c;
+    }
+    for (size_t i = 0; i < n; ++i) dst[count[((src[i].start - lo) >> shift) & (RADIX - 1)]++] = src[i];
+    struct sym *t = src;
+    src = dst;
+    dst = t;
+  }
+  if (src != v) memcpy(v, src, sizeof *v * n);
+  for (size_t i = 1; i < n; ++i) {
+    if (v[i].start != v[i - 1].start || v[i].size >= v[i - 1].size) continue;
+    struct sym x = v[i];
+    size_t j = i;
+    for (; j > 0 && v[j - 1].start == x.start && v[j - 1].size > x.size; --j) v[j] = v[j - 1];
+    v[j] = x;
   }
 }
 
@@ -148,7 +162,10 @@ static void load_module(struct symbols *s, struct module *m)
   if (c.cap && !m->syms) return;
   c.counting = 0;
   elf_symbols_each(&m->elf, ELF_SYMBOLS_DYNAMIC | ELF_SYMBOLS_STATIC, collect_symbol, &c);
-  sort_syms(m->syms, m->nsyms);
+  struct sym *tmp = m->nsyms > 1 ? igprof_scratch_alloc(s->scratch, sizeof *tmp * m->nsyms) : NULL;
+  uint32_t *count = m->nsyms > 1 ? igprof_scratch_alloc(s->scratch, sizeof *count * RADIX) : NULL;
+  if (m->nsyms > 1 && (!tmp || !count)) return;
+  sort_syms(m->syms, m->nsyms, tmp, count);
   m->state = 1;
 }
 

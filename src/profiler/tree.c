@@ -20,6 +20,9 @@ struct counter_def {
 };
 
 static struct counter_def counters[IGPROF_MAX_COUNTERS];
+static _Atomic uint64_t node_count;
+
+uint64_t igprof_tree_node_count(void) { return atomic_load_explicit(&node_count, memory_order_relaxed); }
 static int counter_count;
 static struct igprof_node root;
 
@@ -181,6 +184,7 @@ static struct igprof_node *child(struct igprof_node *parent, uintptr_t pc)
     for (struct igprof_node *c = head; c && c != fresh->hash_next; c = c->hash_next)
       if (c->pc == pc && c->parent == parent) return c; /* fresh is abandoned in the arena */
   }
+  atomic_fetch_add_explicit(&node_count, 1, memory_order_relaxed); /* before it can be seen */
   struct igprof_node *first = atomic_load_explicit(&parent->children, memory_order_acquire);
   do fresh->sibling = first;
   while (!atomic_compare_exchange_weak_explicit(&parent->children, &first, fresh, memory_order_release,
