@@ -21,11 +21,15 @@ void igprof_pages_free(void *p, size_t size)
   if (p) munmap(p, size);
 }
 
-void *igprof_arena_alloc(size_t size)
+static void *arena_alloc(size_t size, size_t align)
 {
   struct igprof_thread *t = &igprof_tls;
-  size = (size + ALIGN - 1) & ~(size_t) (ALIGN - 1);
+  size = (size + align - 1) & ~(size_t) (align - 1);
   if (IGPROF_UNLIKELY(size > CHUNK_SIZE / 4)) return igprof_pages_alloc(size);
+  if (align > ALIGN && t->arena_next) {
+    char *next = (char *) (((uintptr_t) t->arena_next + align - 1) & ~(uintptr_t) (align - 1));
+    t->arena_next = next < t->arena_end ? next : t->arena_end;
+  }
   if (IGPROF_UNLIKELY((size_t) (t->arena_end - t->arena_next) < size)) {
     char *chunk = igprof_pages_alloc(CHUNK_SIZE);
     if (!chunk) return NULL;
@@ -36,6 +40,10 @@ void *igprof_arena_alloc(size_t size)
   t->arena_next += size;
   return p;
 }
+
+void *igprof_arena_alloc(size_t size) { return arena_alloc(size, ALIGN); }
+
+void *igprof_arena_alloc_lines(size_t size) { return arena_alloc(size, IGPROF_CACHE_LINE); }
 
 struct scratch_block {
   struct scratch_block *next;

@@ -178,7 +178,7 @@ static int counters_nonzero(const struct igprof_counter_value *c)
     if (atomic_load_explicit(&c[i].ticks, memory_order_relaxed) ||
         atomic_load_explicit(&c[i].peak, memory_order_relaxed) ||
         atomic_load_explicit(&c[i].value, memory_order_relaxed))
-      return 1;
+      return 1; /* every slot in use, whatever the order */
   return 0;
 }
 
@@ -337,9 +337,10 @@ static void write_counters(struct dump_ctx *d, const struct node_info *info)
   struct igprof_counter_value *c = info->counters;
   if (!c) return;
   for (int i = 0; i < igprof_counter_count(); ++i) {
-    int64_t ticks = atomic_load_explicit(&c[i].ticks, memory_order_relaxed);
-    int64_t value = atomic_load_explicit(&c[i].value, memory_order_relaxed);
-    int64_t peak = igprof_counter_is_sum(i) ? value : atomic_load_explicit(&c[i].peak, memory_order_relaxed);
+    const struct igprof_counter_value *v = &c[igprof_counter_slot(i)];
+    int64_t ticks = atomic_load_explicit(&v->ticks, memory_order_relaxed);
+    int64_t value = atomic_load_explicit(&v->value, memory_order_relaxed);
+    int64_t peak = igprof_counter_is_sum(i) ? value : atomic_load_explicit(&v->peak, memory_order_relaxed);
     int has_leaks = igprof_counter_has_leaks(i) && info->leaks;
     if (!ticks && !peak && !has_leaks) continue;
     igprof_out_str(o, " V");

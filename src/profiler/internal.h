@@ -201,6 +201,8 @@ enum igprof_counter_kind {
  * blocks of each node as ;LK=(addr,size) after this counter.
  * Returns the counter id, or -1 if too many. */
 int igprof_counter_define(const char *name, enum igprof_counter_kind kind, int leaks);
+/* The counter's entry in a node's counter block (not its id: see tree.c). */
+int igprof_counter_slot(int id);
 int igprof_counter_count(void);
 const char *igprof_counter_name(int id);
 
@@ -315,6 +317,10 @@ int igprof_mem_listen(const struct igprof_alloc_listener *l);
  * aligned, never freed. Lock-free and async-signal-safe (a signal handler
  * must not use it while the interrupted code holds the guard). */
 void *igprof_arena_alloc(size_t size);
+/* The same, starting on a cache line and taking whole lines (tree nodes,
+ * counter blocks: read on every event, so never split across two lines). */
+#define IGPROF_CACHE_LINE 64
+void *igprof_arena_alloc_lines(size_t size);
 
 /* Whole pages straight from mmap (zeroed), and back. NULL on failure. */
 void *igprof_pages_alloc(size_t size);

@@ -26,13 +26,28 @@ uint64_t igprof_tree_node_count(void) { return atomic_load_explicit(&node_count,
 static int counter_count;
 static struct igprof_node root;
 
+/* Where each counter lives in a node's counter block. The kinds with a peak
+ * (MEM_LIVE) come first: with the memory profiler's three counters the
+ * fields an allocation updates (MEM_LIVE's three, MEM_TOTAL's and MEM_MAX's
+ * ticks and value) then lie in the block's first 64 bytes, one cache line
+ * (blocks start on a line), where the definition order put MEM_LIVE's peak
+ * on a second one. The dump still numbers counters in definition order.
+ * Fixed when the first block is made: later definitions are refused. */
+static int slot_of[IGPROF_MAX_COUNTERS];
+static _Atomic int blocks_made;
+
 int igprof_counter_define(const char *name, enum igprof_counter_kind kind, int leaks)
 {
-  if (counter_count == IGPROF_MAX_COUNTERS) return -1;
+  if (counter_count == IGPROF_MAX_COUNTERS || atomic_load(&blocks_made)) return -1;
   counters[counter_count] = (struct counter_def){name, kind, leaks};
+  int slot = 0;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int id = 0; id <= counter_count; ++id)
+      if ((counters[id].kind == IGPROF_COUNTER_TICK) == (pass == 0)) slot_of[id] = slot++;
   return counter_count++;
 }
 
+int igprof_counter_slot(int id) { return slot_of[id]; }
 int igprof_counter_count(void) { return counter_count; }
 const char *igprof_counter_name(int id) { return counters[id].name; }
 int igprof_counter_has_leaks(int id) { return counters[id].leaks; }
@@ -43,7 +58,9 @@ struct igprof_counter_value *igprof_node_counters(struct igprof_node *n)
 {
   struct igprof_counter_value *c = atomic_load_explicit(&n->counters, memory_order_acquire);
   if (IGPROF_LIKELY(c)) return c;
-  struct igprof_counter_value *fresh = igprof_arena_alloc(sizeof *fresh * IGPROF_MAX_COUNTERS);
+  if (IGPROF_UNLIKELY(!atomic_load_explicit(&blocks_made, memory_order_relaxed)))
+    atomic_store(&blocks_made, 1);
+  struct igprof_counter_value *fresh = igprof_arena_alloc_lines(sizeof *fresh * IGPROF_MAX_COUNTERS);
   if (!fresh) return NULL;
   /* Losing the race wastes a little arena, never a count. */
   if (atomic_compare_exchange_strong_explicit(&n->counters, &c, fresh, memory_order_acq_rel,
@@ -73,7 +90,7 @@ static inline void plain_max(_Atomic int64_t *slot, int64_t v)
 
 void igprof_counter_block_add(struct igprof_counter_value *c, int id, int64_t ticks, int64_t amount)
 {
-  c += id;
+  c += slot_of[id];
   if (igprof_one_thread()) {
     plain_add(&c->ticks, ticks);
     switch (counters[id].kind) {
@@ -114,7 +131,7 @@ void igprof_counter_release(struct igprof_node *n, int id, int64_t ticks, int64_
 {
   struct igprof_counter_value *c = atomic_load_explicit(&n->counters, memory_order_acquire);
   if (!c) return;
-  c += id;
+  c += slot_of[id];
   if (igprof_one_thread()) {
     plain_add(&c->ticks, -ticks);
     plain_add(&c->value, -amount);
@@ -172,7 +189,7 @@ static struct igprof_node *child(struct igprof_node *parent, uintptr_t pc)
   struct igprof_node *head = atomic_load_explicit(bucket, memory_order_acquire);
   for (c = head; c; c = c->hash_next)
     if (c->pc == pc && c->parent == parent) return c;
-  struct igprof_node *fresh = igprof_arena_alloc(sizeof *fresh);
+  struct igprof_node *fresh = igprof_arena_alloc_lines(sizeof *fresh);
   if (!fresh) return NULL;
   fresh->pc = pc;
   fresh->parent = parent;
@@ -245,11 +262,11 @@ void igprof_tree_reset_counters(uint32_t mask)
   while (n) {
     struct igprof_counter_value *c = atomic_load(&n->counters);
     if (c)
-      for (int i = 0; i < IGPROF_MAX_COUNTERS; ++i) {
+      for (int i = 0; i < counter_count; ++i) {
         if (!(mask & (1u << i))) continue;
-        atomic_store(&c[i].ticks, 0);
-        atomic_store(&c[i].value, 0);
-        atomic_store(&c[i].peak, 0);
+        atomic_store(&c[slot_of[i]].ticks, 0);
+        atomic_store(&c[slot_of[i]].value, 0);
+        atomic_store(&c[slot_of[i]].peak, 0);
       }
     struct igprof_node *next = atomic_load(&n->children);
     if (!next) {
