@@ -302,7 +302,7 @@ static void *hook_dlopen(const char *file, int flags)
 static int hook_dlclose(void *h)
 {
   /* The walker keeps away from module memory from here until the table is
-   * rebuilt (igprof_walk_modules_changing and _changed are paired). */
+   * rebuilt (igprof_walk_modules_changing and _closed are paired). */
   int tracked = atomic_load(&igprof_state.active) && igprof_enter();
   if (tracked) {
     igprof_walk_modules_changing();
@@ -312,7 +312,7 @@ static int hook_dlclose(void *h)
   if (tracked) {
     int entered = igprof_enter();
     int saved = errno;
-    igprof_walk_modules_changed();
+    igprof_walk_modules_closed();
     modules_rescan(0);
     errno = saved;
     if (entered) igprof_leave();

@@ -21,6 +21,7 @@ void igprof_walk_fast_init(void) __attribute__((weak));
 void igprof_walk_fast_thread_init(void) __attribute__((weak));
 void igprof_walk_fast_modules_changing(void) __attribute__((weak));
 void igprof_walk_fast_modules_changed(void) __attribute__((weak));
+void igprof_walk_fast_modules_closed(void) __attribute__((weak));
 
 /* Frames of the profiler itself between the walker and the hooked call:
  * the walk asks libunwind for this many more than the depth. */
@@ -124,6 +125,12 @@ void igprof_walk_thread_init(void)
 void igprof_walk_modules_changing(void)
 {
   if (igprof_walk_fast_modules_changing) igprof_walk_fast_modules_changing();
+}
+
+void igprof_walk_modules_closed(void)
+{
+  unw_flush_cache(unw_local_addr_space, 0, 0);
+  if (igprof_walk_fast_modules_closed) igprof_walk_fast_modules_closed();
 }
 
 void igprof_walk_modules_changed(void)

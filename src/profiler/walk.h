@@ -42,9 +42,11 @@ void igprof_walk_init(void);
 void igprof_walk_thread_init(void);
 void igprof_walk_modules_changed(void);
 
-/* Before a dlclose, on the thread that calls igprof_walk_modules_changed
- * after it (and only then: the two are paired): until then walks keep
- * away from module memory, which the dlclose may unmap. */
+/* Around a dlclose, paired, on one thread: changing before it, closed
+ * (what modules_changed does, and the end of the close) after it. In
+ * between, walks keep away from module memory, which the dlclose may
+ * unmap. */
 void igprof_walk_modules_changing(void);
+void igprof_walk_modules_closed(void);
 
 #endif

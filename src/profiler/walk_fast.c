@@ -422,16 +422,20 @@ void igprof_walk_fast_init(void) {
   igprof_walk_fast_thread_init();
 }
 
+void igprof_walk_fast_modules_changed(void) { (void)rebuild(); }
+
 void igprof_walk_fast_modules_changing(void) {
   closes_pending++;
   atomic_fetch_add_explicit(&closes_in_progress, 1, memory_order_seq_cst);
 }
 
-void igprof_walk_fast_modules_changed(void) {
+void igprof_walk_fast_modules_closed(void) {
   /* The snapshot is published before the count drops, so a walk that sees
-   * no close under way and still holds the snapshot it started with knows
-   * that snapshot is current (derive_recipe). A failed rebuild keeps the
-   * count up: walks then keep away from unwind data, which is safe. */
+   * no close under way knows the current snapshot is right (recipe_for).
+   * A rebuild in between (a dlopen from a destructor the dlclose runs)
+   * lowers nothing: the closing module may still be mapped then. A failed
+   * rebuild keeps the count up: walks then keep away from unwind data,
+   * which is safe. */
   if (rebuild() && closes_pending) {
     closes_pending--;
     atomic_fetch_sub_explicit(&closes_in_progress, 1, memory_order_seq_cst);

@@ -30,14 +30,16 @@ int igprof_walk_fast_from_frame(uintptr_t *pcs, int max, void *caller_ret, const
  * the unloaded ones; thread_init caches the calling thread's stack bounds.
  * A thread that never called thread_init is walked entirely by libunwind.
  *
- * modules_changing is called before a dlclose, on the thread that then
- * calls modules_changed after it: in between, no walk (on any thread)
- * derives a recipe from a module's unwind data, since the module table may
- * name a module that is gone. Frames whose recipe is not cached then go
- * to libunwind in a hook walk and end a signal walk. Nothing is compiled
- * ahead: each PC's recipe is derived when a walk first meets it. */
+ * modules_changing is called before a dlclose and modules_closed (which
+ * does what modules_changed does, and ends the close) after it, on the
+ * same thread: in between, no walk (on any thread) derives a recipe from
+ * a module's unwind data, since the module table may name a module that
+ * is gone. Frames whose recipe is not cached then go to libunwind in a
+ * hook walk and end a signal walk. Nothing is compiled ahead: each PC's
+ * recipe is derived when a walk first meets it. */
 void igprof_walk_fast_init(void);
 void igprof_walk_fast_modules_changing(void);
+void igprof_walk_fast_modules_closed(void);
 void igprof_walk_fast_modules_changed(void);
 void igprof_walk_fast_thread_init(void);
 

@@ -3,7 +3,7 @@
  * first walk that meets a PC derives its recipe from the module's .eh_frame,
  * whether it runs in a signal handler or in a hook, and later walks find it
  * in the PC cache. While a dlclose is under way (modules_changing, until the
- * modules_changed after it), nothing is derived: a hook walk steps such
+ * modules_closed after it), nothing is derived: a hook walk steps such
  * frames with libunwind, a signal walk ends at its first frame whose recipe
  * is not cached.
  *
@@ -118,7 +118,12 @@ static int dlclose_guard(void) {
   /* Nothing was cached meanwhile, so each walk ends at its first frame. */
   ok &= expect(sig.cut == WALKS && guarded_walks == WALKS && guarded_frames == WALKS,
                "each guarded signal walk is cut after the interrupted PC");
-  igprof_walk_fast_modules_changed(); /* after the dlclose */
+  /* A dlopen from a destructor the dlclose runs: its rebuild must not end
+   * the close, whose module may still be mapped. */
+  igprof_walk_fast_modules_changed();
+  struct phase nested = run_phase("hook walks after a nested dlopen", compare_hooking);
+  ok &= expect(nested.derived == 0 && nested.refused > 0, "a dlopen inside a dlclose ends nothing");
+  igprof_walk_fast_modules_closed(); /* after the dlclose */
   struct phase after = run_phase("signal walks after the rebuild", compare_raising);
   ok &= expect(after.derived > 0 && after.refused == 0, "after: recipes derived");
   ok &= expect(after.unwinder == 0 && after.cut == 0, "after: no libunwind step, no cut walk");
