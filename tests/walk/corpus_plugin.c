@@ -1,5 +1,5 @@
 /* Loaded and unloaded with dlopen/dlclose by the corpus: its unwind data
- * must be compiled when it appears and its frames walked while it is there. */
+ * must be read when it appears and its frames walked while it is there. */
 #include "walk_check.h"
 
 /* Two builds of this file differ only in PLUGIN_PAD: the same code at the
