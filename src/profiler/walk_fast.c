@@ -716,21 +716,25 @@ __attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo 
                      int *n_io, int max, uintptr_t lo, uintptr_t top) {
   const struct memo_frame *f = prev->frames;
   int last = prev->count - 1;
+  /* A slot s may be read if lo <= s <= top: s - lo <= span, one compare
+   * (a null slot fails it too, lo being far above 0). */
+  const uintptr_t span = top - lo;
   int same = 1;
-  for (int k = p; k <= last; k++) {
-    uintptr_t want_ra = k < last ? f[k + 1].pc : 0;
-    if (f[k].ra_at) {
-      if (f[k].ra_at < lo || f[k].ra_at > top)
-        return -1;
-      same &= *(const uintptr_t *)f[k].ra_at == want_ra;
-    } else if (k < last) {
+  for (int k = p; k < last; k++) {
+    uintptr_t ra_at = f[k].ra_at, fp_at = f[k].fp_at;
+    if (ra_at - lo > span)
       return -1; /* only the outermost frame may end without a slot */
-    }
-    if (f[k].fp_at && k < last) {
-      if (f[k].fp_at < lo || f[k].fp_at > top)
-        return -1;
-      same &= *(const uintptr_t *)f[k].fp_at == f[k + 1].fp;
-    }
+    same &= *(const uintptr_t *)ra_at == f[k + 1].pc;
+    if (fp_at && fp_at - lo > span)
+      return -1;
+    /* Without a saved FP, compare the next frame's FP with itself: no branch. */
+    const uintptr_t *fp_slot = fp_at ? (const uintptr_t *)fp_at : &f[k + 1].fp;
+    same &= *fp_slot == f[k + 1].fp;
+  }
+  if (f[last].ra_at) { /* the outermost frame read a null return address */
+    if (f[last].ra_at - lo > span)
+      return -1;
+    same &= *(const uintptr_t *)f[last].ra_at == 0;
   }
   if (!same)
     return -1;
