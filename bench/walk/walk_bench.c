@@ -42,17 +42,19 @@ struct result {
   int frames[NMETHODS];
 };
 
-/* Stands where a malloc hook would: captures the stack of its caller. */
+/* Stands where a malloc hook would: captures the stack of its caller. Like
+ * the runtime's memory hooks, it keeps a frame pointer and hands its frame
+ * record to the fast walker, which starts at the caller from there. */
 static int last_frames;
 
-__attribute__((noinline)) static int capture(enum method m) {
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) static int capture(enum method m) {
   static uintptr_t pcs[MAX_FRAMES];
   void *buf[MAX_FRAMES];
   int truncated;
   switch (m) {
   case FAST:
-    return last_frames =
-               igprof_walk_fast_from_hook(pcs, MAX_FRAMES, __builtin_return_address(0), &truncated);
+    return last_frames = igprof_walk_fast_from_frame(pcs, MAX_FRAMES, __builtin_return_address(0),
+                                                     __builtin_frame_address(0), &truncated);
   case UNW_BACKTRACE: return last_frames = unw_backtrace(buf, MAX_FRAMES);
   case GLIBC_BACKTRACE: return last_frames = backtrace(buf, MAX_FRAMES);
   default: return 0; /* NO_CAPTURE: the cost of getting here */
