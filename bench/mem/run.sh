@@ -2,7 +2,8 @@
 # Overhead of `igprof -mp` against native runs and heaptrack on the shared workloads,
 # plus the per-process start-up/dump cost (`igprof -mp /bin/true` vs `/bin/true`).
 #
-# Usage: bench/mem/run.sh [--build DIR] [--runs N] [--workloads a,b,...] [--no-heaptrack]
+# Usage: bench/mem/run.sh [--build DIR] [--runs N] [--workloads a,b,...] [--no-heaptrack] [--walkers]
+# --walkers adds `igprof -mp --unwind libunwind`, to compare the two stack walkers in one run.
 # Needs: a build (default build/), the shared workloads (../shared/bench), heaptrack
 # (Debian package heaptrack; not in scripts/deps.sh because no ctest needs it).
 # Prints markdown tables; figures go into docs/running.md "Overhead".
@@ -12,19 +13,22 @@ BUILD=$ROOT/build
 RUNS=5
 WORKLOADS=sqlite,cxx,python,gzip,xz,git,make
 HEAPTRACK=1
+WALKERS=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$(cd "$2" && pwd); shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
     --workloads) WORKLOADS=$2; shift 2 ;;
     --no-heaptrack) HEAPTRACK=0; shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    --walkers) WALKERS=1; shift ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 IGPROF=$BUILD/bin/igprof
 [ -x "$IGPROF" ] || { echo "run.sh: $IGPROF not built (cmake --build $BUILD)" >&2; exit 2; }
 TOOLS=(--tool "igprof -mp=$IGPROF -mp -o %o/igprof.%p --")
+[ "$WALKERS" = 1 ] && TOOLS+=(--tool "-mp --unwind libunwind=$IGPROF -mp --unwind libunwind -o %o/igprof.%p --")
 if [ "$HEAPTRACK" = 1 ]; then
   command -v heaptrack >/dev/null || { echo "run.sh: heaptrack not installed (apt-get install heaptrack, or --no-heaptrack)" >&2; exit 2; }
   TOOLS+=(--tool "heaptrack=heaptrack -o %o/ht")
