@@ -164,9 +164,21 @@ static inline uint64_t tc_value(uint32_t bits) {
   return v;
 }
 
+/* The memos of the last walks, MEMO_KEYS of them, each filed under the
+ * place its walk started (the first frame's pc and sp): a walk that starts
+ * where an earlier one did — the same function at the same stack depth,
+ * most often reached along the same path — joins that walk's record, not
+ * only the last walk's, so stacks that alternate between a few paths (a
+ * compiler allocating from its parser, then its optimiser, then the parser
+ * again) are stepped only where they differ. One buffer more than there
+ * are keys: the walk records into the spare and files it at the end. */
+#define MEMO_KEYS 8
+
 struct thread_memo {
-  struct walk_memo buf[2];
-  int current; /* buf[current] is the last walk's record */
+  struct walk_memo buf[MEMO_KEYS + 1];
+  struct walk_memo *slot[MEMO_KEYS]; /* by start; NULL until used */
+  struct walk_memo *spare;
+  int recent; /* slot of the last walk */
   const void *tc_snapshot; /* the module table tc came from */
   /* Entry i is tc[2i] (the return address, not minus 1; 0: empty) and
    * tc[2i + 1] (tc_value() of its recipe): a lookup touches one cache
@@ -568,6 +580,8 @@ struct walk {
   const ucontext_t *uc;  /* full register set of frame 0, if the walk has one */
   int frame;             /* frames stepped so far */
   struct walk_memo *prev, *cur; /* memo of the last walk, and of this one (or NULL) */
+  int key;               /* memo slot of this walk's start */
+  int prev_keyed;        /* prev is that slot's record (a join may take it over) */
   int join_at;           /* next candidate frame in prev (sp ascending) */
   uint64_t *tc;          /* the thread's PC cache, if this walk holds it */
   int outermost;         /* step_slow ended the walk on an "outermost" recipe */
@@ -709,9 +723,13 @@ static inline __attribute__((always_inline)) enum step step(struct walk *w,
 enum run_end { RUN_SLOW, RUN_END, RUN_FULL };
 
 /* The current frame (pcs[*n_io - 1], registers w->regs) is frame p of the
- * previous walk. Re-read every slot the previous walk read from p outwards;
+ * previous walk. Re-read the slots the previous walk read from p outwards;
  * if all still hold what they held, append the previous walk's outer frames
- * and return RUN_END or RUN_FULL; else return -1 and change nothing. */
+ * and return RUN_END or RUN_FULL. Otherwise change nothing and return
+ * MEMO_RETRY(q) when the slots of frames q..last (q > p) still hold their
+ * values — the stacks differ below frame q but may meet again there, where
+ * the walk can join then —, or -1 when not even the outermost frame's do. */
+#define MEMO_RETRY(q) (-2 - (q))
 __attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo *prev, int p, uintptr_t *pcs,
                      int *n_io, int max, uintptr_t lo, uintptr_t top) {
   const struct memo_frame *f = prev->frames;
@@ -719,25 +737,26 @@ __attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo 
   /* A slot s may be read if lo <= s <= top: s - lo <= span, one compare
    * (a null slot fails it too, lo being far above 0). */
   const uintptr_t span = top - lo;
-  int same = 1;
-  for (int k = p; k < last; k++) {
+  if (f[last].ra_at) { /* the outermost frame read a null return address */
+    if (f[last].ra_at - lo > span || *(const uintptr_t *)f[last].ra_at != 0)
+      return -1;
+  }
+  /* From the outside in: the lowest frame from which every slot matches. */
+  int ok_from = last;
+  for (int k = last - 1; k >= p; k--) {
     uintptr_t ra_at = f[k].ra_at, fp_at = f[k].fp_at;
     if (ra_at - lo > span)
-      return -1; /* only the outermost frame may end without a slot */
-    same &= *(const uintptr_t *)ra_at == f[k + 1].pc;
+      break; /* only the outermost frame may end without a slot */
     if (fp_at && fp_at - lo > span)
-      return -1;
-    /* Without a saved FP, compare the next frame's FP with itself: no branch. */
+      break;
+    /* Without a saved FP, compare the next frame's FP with itself. */
     const uintptr_t *fp_slot = fp_at ? (const uintptr_t *)fp_at : &f[k + 1].fp;
-    same &= *fp_slot == f[k + 1].fp;
+    if (*(const uintptr_t *)ra_at != f[k + 1].pc || *fp_slot != f[k + 1].fp)
+      break;
+    ok_from = k;
   }
-  if (f[last].ra_at) { /* the outermost frame read a null return address */
-    if (f[last].ra_at - lo > span)
-      return -1;
-    same &= *(const uintptr_t *)f[last].ra_at == 0;
-  }
-  if (!same)
-    return -1;
+  if (ok_from != p)
+    return ok_from + 1 <= last ? MEMO_RETRY(ok_from) : -1;
   int n = *n_io, i = n - 1, tail = last - p + 1;
   int end = RUN_END;
   int copy = tail - 1 <= max - n ? tail - 1 : max - n; /* outer frames that fit in pcs */
@@ -746,18 +765,24 @@ __attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo 
   for (int k = 1; k <= copy; k++)
     pcs[n++] = f[p + k].pc - 1;
   const struct frame_regs at = {f[p + copy].pc, f[p + copy].sp, f[p + copy].fp};
-  /* This walk's record becomes the previous walk's buffer: its tail moves
-   * to where this walk joined it and the fresh inner frames go in front. */
   struct walk_memo *cur = w->cur, *rec = prev;
   if (cur) {
     int keep = i + tail <= MEMO_FRAMES ? tail : MEMO_FRAMES - i;
-    if (keep > 0 && i != p)
-      memmove(&rec->frames[i], &rec->frames[p], (size_t)keep * sizeof rec->frames[0]);
-    if (i > 0)
-      memcpy(rec->frames, cur->frames, (size_t)(i < MEMO_FRAMES ? i : MEMO_FRAMES) *
-                                           sizeof rec->frames[0]);
-    rec->joinable_from = cur->joinable_from;
-    w->cur = rec;
+    if (w->prev_keyed) {
+      /* The record of this walk's own start, which this walk's record
+       * replaces anyway: it becomes this walk's record, its tail moved to
+       * where this walk joined it and the fresh inner frames in front. */
+      if (keep > 0 && i != p)
+        memmove(&rec->frames[i], &rec->frames[p], (size_t)keep * sizeof rec->frames[0]);
+      if (i > 0)
+        memcpy(rec->frames, cur->frames, (size_t)(i < MEMO_FRAMES ? i : MEMO_FRAMES) *
+                                             sizeof rec->frames[0]);
+      rec->joinable_from = cur->joinable_from;
+      w->cur = rec;
+    } else if (keep > 0) {
+      /* Another start's record: it stays as it is, its tail is copied. */
+      memcpy(&cur->frames[i], &prev->frames[p], (size_t)keep * sizeof cur->frames[0]);
+    }
   }
   thread_stats.frames_memo += (uint64_t)copy;
   w->regs = at;
@@ -828,8 +853,15 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
         int joined = memo_join(w, prev, p, pcs, n_io, max, lo, top);
         if (joined >= 0)
           return (enum run_end)joined;
-        w->prev = NULL; /* changed since: walk on, and do not try again */
-        memo_sp = UINTPTR_MAX;
+        if (joined == -1) {
+          w->prev = NULL; /* changed all the way out: walk on, and do not try again */
+          memo_sp = UINTPTR_MAX;
+        } else {
+          /* Different up to frame q of the previous walk: try again if
+           * this walk reaches that frame. */
+          w->join_at = -2 - joined;
+          memo_sp = prev->frames[w->join_at].sp;
+        }
       }
     }
     uintptr_t ti = pc & tc_mask;
@@ -937,8 +969,17 @@ static int unwinder_walk(struct walk *w, const struct module_snapshot *s, uintpt
   return n;
 }
 
-/* Take this thread's memo for the walk, unless a walk interrupted by this
- * signal handler holds it. */
+static inline unsigned memo_slot_of(uintptr_t pc, uintptr_t sp) {
+  uint64_t h = ((uint64_t)pc ^ (uint64_t)sp * 0x9e3779b97f4a7c15ull) * 0xc2b2ae3d27d4eb4full;
+  return (unsigned)(h >> 61) & (MEMO_KEYS - 1);
+}
+
+static inline int memo_usable(const struct walk_memo *m, const struct module_snapshot *s) {
+  return m && m->snapshot == s && m->complete && m->count > 0;
+}
+
+/* Take this thread's memos for the walk, unless a walk interrupted by this
+ * signal handler holds them. The walk starts at w->regs. */
 static void memo_begin(struct walk *w, const struct module_snapshot *s) {
   struct thread_memo *tm = thread_memo;
   w->prev = w->cur = NULL;
@@ -953,11 +994,22 @@ static void memo_begin(struct walk *w, const struct module_snapshot *s) {
       memset(tm->tc, 0, sizeof tm->tc);
     tm->tc_snapshot = s;
   }
+  if (!tm->spare) { /* first walk: buffers to slots */
+    tm->spare = &tm->buf[MEMO_KEYS];
+    for (int k = 0; k < MEMO_KEYS; k++)
+      tm->slot[k] = &tm->buf[k];
+  }
   w->tc = tm->tc;
-  w->prev = &tm->buf[tm->current];
-  w->cur = &tm->buf[!tm->current];
-  if (w->prev->snapshot != s || !w->prev->complete)
-    w->prev = NULL;
+  w->key = memo_slot_of(w->regs.pc, w->regs.sp);
+  struct walk_memo *keyed = tm->slot[w->key], *recent = tm->slot[tm->recent];
+  w->prev_keyed = 0;
+  if (memo_usable(keyed, s) && keyed->frames[0].pc == w->regs.pc && keyed->frames[0].sp == w->regs.sp) {
+    w->prev = keyed;
+    w->prev_keyed = 1;
+  } else if (memo_usable(recent, s)) {
+    w->prev = recent;
+  }
+  w->cur = tm->spare;
   w->cur->snapshot = s;
   w->cur->joinable_from = 0;
 }
@@ -965,10 +1017,16 @@ static void memo_begin(struct walk *w, const struct module_snapshot *s) {
 static void memo_end(struct walk *w, int n, int complete) {
   if (!w->cur)
     return;
-  struct walk_memo *cur = w->cur;
-  cur->count = n < MEMO_FRAMES ? n : MEMO_FRAMES;
-  cur->complete = complete && n <= MEMO_FRAMES;
-  thread_memo->current = (int)(cur - thread_memo->buf);
+  struct thread_memo *tm = thread_memo;
+  struct walk_memo *rec = w->cur;
+  rec->count = n < MEMO_FRAMES ? n : MEMO_FRAMES;
+  rec->complete = complete && n <= MEMO_FRAMES;
+  int k = w->key;
+  if (rec == tm->spare) { /* else it is slot k's own record, taken over by a join */
+    tm->spare = tm->slot[k];
+    tm->slot[k] = rec;
+  }
+  tm->recent = k;
   atomic_signal_fence(memory_order_seq_cst);
   memo_busy = 0;
 }
@@ -1061,6 +1119,8 @@ static inline void walk_init(struct walk *w, int exact, const ucontext_t *uc) {
   w->frame = 0;
   w->prev = w->cur = NULL;
   w->join_at = 0;
+  w->key = 0;
+  w->prev_keyed = 0;
   w->outermost = 0;
   w->tc = NULL;
 }
