@@ -723,18 +723,24 @@ enum eh_frame_status eh_frame_find(const void *hdr, uintptr_t bias,
     else
       hi = mid;
   }
-  struct reader e = {t.entries.p + lo * 2 * field, t.entries.end, 0};
-  uintptr_t first = read_encoded(&e, t.enc, datarel);
-  uintptr_t fde_at = read_encoded(&e, t.enc, datarel);
-  if (e.bad)
-    return EH_FRAME_BAD_HEADER;
-  if (first > pc)
-    return EH_FRAME_OK; /* before the first FDE */
-
+  /* An FDE that gives no rows (an empty range, or one rows cannot
+   * address) does not end the one before it in a compiled table either:
+   * look at the entries before it, a few at most. */
   struct fde f;
+  for (int back = 0;; back++, lo--) {
+    struct reader e = {t.entries.p + lo * 2 * field, t.entries.end, 0};
+    uintptr_t first = read_encoded(&e, t.enc, datarel);
+    uintptr_t fde_at = read_encoded(&e, t.enc, datarel);
+    if (e.bad)
+      return EH_FRAME_BAD_HEADER;
+    if (first > pc)
+      return EH_FRAME_OK; /* before the first FDE */
+    if ((st = parse_fde(&m, fde_at, &f)) != EH_FRAME_OK)
+      return st;
+    if (fde_usable(&f, bias) || lo == 0 || back == 8)
+      break;
+  }
   struct cfi_run run;
-  if ((st = parse_fde(&m, fde_at, &f)) != EH_FRAME_OK)
-    return st;
   if (!fde_usable(&f, bias) || pc < f.pc_begin || pc >= f.pc_end)
     return EH_FRAME_OK; /* between FDEs */
   if ((st = cfi_start(&run, &f, bias)) != EH_FRAME_OK)

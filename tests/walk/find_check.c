@@ -9,7 +9,8 @@
  * usage: walk_find_check MIN_ROWS [ELF...] — fails on any mismatch, if a
  * loaded module above is missing, or if fewer than MIN_ROWS rows in all
  * were checked.
- *        walk_find_check --fuzz ROUNDS ELF — see fuzz_file. */
+ *        walk_find_check --fuzz ROUNDS ELF — see fuzz_file.
+ *        walk_find_check --synthetic — see synthetic. */
 #define _GNU_SOURCE
 #include <elf.h>
 #include <fcntl.h>
@@ -284,11 +285,141 @@ static int fuzz_file(const char *path, int rounds) {
   return ok;
 }
 
+/* ---- a hand-made module ------------------------------------------------------- */
+
+/* Unwind data written here byte by byte, so that the lookup rules meet the
+ * cases real modules rarely have: FDEs nested in others, an FDE of empty
+ * range inside another, code between and after FDEs. One buffer is the
+ * whole module: .eh_frame_hdr at 0, .eh_frame at 256; the code it
+ * describes (never read) lies at bias + 0x1000 and on. */
+struct builder {
+  uint8_t *buf;
+  size_t at;
+};
+
+static void put(struct builder *b, const void *p, size_t n) {
+  memcpy(b->buf + b->at, p, n);
+  b->at += n;
+}
+static void put_u8(struct builder *b, uint8_t v) { put(b, &v, 1); }
+static void put_u32(struct builder *b, uint32_t v) { put(b, &v, 4); }
+static void put_s32(struct builder *b, int32_t v) { put(b, &v, 4); }
+
+enum { CODE = 0x1000, EH_FRAME = 256 };
+
+/* An FDE for [CODE + begin, CODE + begin + len) with `prog`; returns its
+ * offset. pc_begin is pc-relative (sdata4), as the CIE's 'R' says. */
+static size_t put_fde(struct builder *b, uintptr_t bias, size_t cie, uint32_t begin, uint32_t len,
+                      const uint8_t *prog, size_t prog_len) {
+  size_t start = b->at, body = 4 + 4 + 4 + 1 + prog_len;
+  size_t padded = (body + 3) & ~(size_t)3;
+  put_u32(b, (uint32_t)padded);
+  put_u32(b, (uint32_t)(b->at - cie)); /* back to the CIE, from this field */
+  put_s32(b, (int32_t)((bias + CODE + begin) - (uintptr_t)(b->buf + b->at)));
+  put_u32(b, len);
+  put_u8(b, 0); /* augmentation data length */
+  put(b, prog, prog_len);
+  while (b->at < start + 4 + padded)
+    put_u8(b, 0); /* DW_CFA_nop */
+  return start;
+}
+
+static int expect_recipe(const struct module *m, uint32_t off, unsigned kind, int cfa, int fp) {
+  struct frame_recipe rc;
+  (void)eh_frame_find(m->hdr, m->bias, m->segs, m->nsegs, m->bias + CODE + off, &rc);
+  int ok = rc.kind == kind && (kind < FRAME_CFA_SP ||
+                               (rc.cfa_offset == cfa && rc.ra_offset == -8 &&
+                                (fp ? (rc.flags & FRAME_FP_SAVED) && rc.fp_offset == fp
+                                    : !(rc.flags & FRAME_FP_SAVED))));
+  if (!ok) {
+    printf("FAIL: code offset %#x: want kind %u cfa %d fp %d\n", off, kind, cfa, fp);
+    print_recipe("got", rc);
+  }
+  return ok;
+}
+
+static int synthetic(void) {
+  static uint8_t buf[4096] __attribute__((aligned(8)));
+  struct builder b = {buf, EH_FRAME};
+  uintptr_t bias = (uintptr_t)buf;
+  /* CIE: "zR", code align 1, data align -8, RA column 16, FDE pointers
+   * pcrel|sdata4; CFA = rsp + 8, RA at CFA - 8. */
+  size_t cie = b.at;
+  static const uint8_t cie_body[] = {0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 16, 1, 0x1b,
+                                     0x0c, 7, 8, 0x90, 1, 0, 0};
+  put_u32(&b, sizeof cie_body);
+  put(&b, cie_body, sizeof cie_body);
+  /* A: push rbp at +0, mov rsp,rbp at +1, frame on rbp from +4. */
+  static const uint8_t prog_a[] = {0x41, 0x0e, 16, 0x86, 2, 0x43, 0x0d, 6};
+  static const uint8_t prog_leaf[] = {0};
+  size_t fde_a = put_fde(&b, bias, cie, 0x000, 0x100, prog_a, sizeof prog_a);
+  size_t fde_z = put_fde(&b, bias, cie, 0x050, 0, prog_leaf, 1); /* empty range inside A */
+  size_t fde_b = put_fde(&b, bias, cie, 0x080, 0x010, prog_leaf, 1); /* nested in A */
+  size_t fde_c = put_fde(&b, bias, cie, 0x1000, 0x010, prog_leaf, 1); /* after a gap */
+  put_u32(&b, 0); /* .eh_frame terminator */
+  size_t end = b.at;
+  /* .eh_frame_hdr: version 1, eh_frame_ptr pcrel|sdata4, count udata4,
+   * table datarel|sdata4, sorted by initial location. */
+  struct builder h = {buf, 0};
+  put_u8(&h, 1);
+  put_u8(&h, 0x1b);
+  put_u8(&h, 0x03);
+  put_u8(&h, 0x3b);
+  put_s32(&h, (int32_t)(EH_FRAME - h.at));
+  put_u32(&h, 4);
+  const uint32_t begins[4] = {0x000, 0x050, 0x080, 0x1000};
+  const size_t fdes[4] = {fde_a, fde_z, fde_b, fde_c};
+  for (int i = 0; i < 4; i++) {
+    put_s32(&h, (int32_t)(CODE + begins[i]));
+    put_s32(&h, (int32_t)fdes[i]);
+  }
+  struct module m = {"(hand-made)", bias, buf, {{(uintptr_t)buf, (uintptr_t)buf + end}}, 1};
+
+  int ok = 1;
+  ok &= expect_recipe(&m, 0x000, FRAME_CFA_SP, 8, 0);    /* A's entry */
+  ok &= expect_recipe(&m, 0x001, FRAME_CFA_SP, 16, -16); /* after push rbp */
+  ok &= expect_recipe(&m, 0x004, FRAME_CFA_FP, 16, -16); /* on rbp */
+  ok &= expect_recipe(&m, 0x060, FRAME_CFA_FP, 16, -16); /* A again, past the empty FDE */
+  ok &= expect_recipe(&m, 0x080, FRAME_CFA_SP, 8, 0);    /* B */
+  ok &= expect_recipe(&m, 0x08f, FRAME_CFA_SP, 8, 0);
+  ok &= expect_recipe(&m, 0x090, FRAME_NO_INFO, 0, 0);   /* after B: B's end wins over A */
+  ok &= expect_recipe(&m, 0x0ff, FRAME_NO_INFO, 0, 0);
+  ok &= expect_recipe(&m, 0x800, FRAME_NO_INFO, 0, 0);   /* between FDEs */
+  ok &= expect_recipe(&m, 0x1005, FRAME_CFA_SP, 8, 0);   /* C */
+  ok &= expect_recipe(&m, 0x1010, FRAME_NO_INFO, 0, 0);  /* after the last FDE */
+  struct frame_recipe rc;
+  (void)eh_frame_find(m.hdr, m.bias, m.segs, m.nsegs, m.bias + CODE - 1, &rc);
+  ok &= rc.kind == FRAME_NO_INFO; /* before the first */
+  /* And every address from before the first FDE to after the last gives
+   * what the compiled table gives. */
+  struct eh_frame_table t;
+  enum eh_frame_status st = eh_frame_compile(m.hdr, m.bias, m.segs, m.nsegs, &t);
+  long checked = 0, mismatches = 0;
+  for (uintptr_t off = CODE - 16; st == EH_FRAME_OK && off < CODE + 0x1020; off++, checked++) {
+    (void)eh_frame_find(m.hdr, m.bias, m.segs, m.nsegs, m.bias + off, &rc);
+    if (frame_recipe_pack(rc) != frame_recipe_pack(eh_frame_lookup(&t, off)))
+      mismatches++;
+  }
+  printf("hand-made module: status %s, %u rows, %ld addresses compared, %ld mismatches\n",
+         eh_frame_status_str(st), t.count, checked, mismatches);
+  ok &= st == EH_FRAME_OK && t.count == 7 && checked == 0x1030 && mismatches == 0;
+  eh_frame_table_release(&t);
+  /* A header that claims more entries than its segment holds is refused. */
+  uint32_t count = 1000;
+  memcpy(buf + 8, &count, 4);
+  ok &= eh_frame_find(m.hdr, m.bias, m.segs, m.nsegs, m.bias + CODE, &rc) ==
+            EH_FRAME_OUT_OF_BOUNDS && rc.kind == FRAME_NO_INFO;
+  printf("%s\n", ok ? "ok" : "FAIL");
+  return ok;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s MIN_ROWS [ELF...]\n", argv[0]);
     return 2;
   }
+  if (strcmp(argv[1], "--synthetic") == 0)
+    return synthetic() ? 0 : 1;
   if (strcmp(argv[1], "--fuzz") == 0)
     return argc == 4 && fuzz_file(argv[3], atoi(argv[2])) ? 0 : 1;
   long min_rows = atol(argv[1]);
