@@ -563,6 +563,13 @@ static enum eh_frame_status compile_fde(const struct module_view *m, uintptr_t f
     return st;
   if ((st = cfi_start(&run, &f, bias)) != EH_FRAME_OK)
     return st;
+  /* A dry run first: a malformed program must leave no rows behind, and
+   * the rows of an earlier FDE that this one overlaps, which the builder
+   * drops as rows are added, could not be put back. */
+  struct cfi_run dry = run;
+  struct reader insns = f.insns;
+  if (!run_insns(&dry, &insns, NULL, bias, 0))
+    return EH_FRAME_BAD_FDE;
   if (!run_insns(&run, &f.insns, b, bias, 1))
     return EH_FRAME_BAD_FDE;
   if (run.loc < f.pc_end)
@@ -723,10 +730,12 @@ enum eh_frame_status eh_frame_find(const void *hdr, uintptr_t bias,
     else
       hi = mid;
   }
-  /* An FDE that gives no rows (an empty range, or one rows cannot
-   * address) does not end the one before it in a compiled table either:
-   * look at the entries before it, a few at most. */
+  /* An FDE that gives no rows (an empty range, one that rows cannot
+   * address, a malformed one) does not end the one before it in a
+   * compiled table either: then the entries before it decide, a few at
+   * most. */
   struct fde f;
+  struct cfi_run run;
   for (int back = 0;; back++, lo--) {
     struct reader e = {t.entries.p + lo * 2 * field, t.entries.end, 0};
     uintptr_t first = read_encoded(&e, t.enc, datarel);
@@ -734,20 +743,23 @@ enum eh_frame_status eh_frame_find(const void *hdr, uintptr_t bias,
     if (e.bad)
       return EH_FRAME_BAD_HEADER;
     if (first > pc)
-      return EH_FRAME_OK; /* before the first FDE */
-    if ((st = parse_fde(&m, fde_at, &f)) != EH_FRAME_OK)
+      return st; /* before the first FDE */
+    st = parse_fde(&m, fde_at, &f);
+    if (st == EH_FRAME_OK && fde_usable(&f, bias) &&
+        (st = cfi_start(&run, &f, bias)) == EH_FRAME_OK) {
+      /* Past its range, its end row decides, if it has rows at all: its
+       * whole program must be well formed (rare: code between FDEs). */
+      int inside = pc >= f.pc_begin && pc < f.pc_end;
+      if (inside)
+        run.stop_after = pc;
+      if (run_insns(&run, &f.insns, NULL, bias, 0)) {
+        if (inside)
+          *out = recipe_of(&run);
+        return EH_FRAME_OK;
+      }
+      st = EH_FRAME_BAD_FDE;
+    }
+    if (lo == 0 || back == 8)
       return st;
-    if (fde_usable(&f, bias) || lo == 0 || back == 8)
-      break;
   }
-  struct cfi_run run;
-  if (!fde_usable(&f, bias) || pc < f.pc_begin || pc >= f.pc_end)
-    return EH_FRAME_OK; /* between FDEs */
-  if ((st = cfi_start(&run, &f, bias)) != EH_FRAME_OK)
-    return st;
-  run.stop_after = pc;
-  if (!run_insns(&run, &f.insns, NULL, bias, 0))
-    return EH_FRAME_BAD_FDE;
-  *out = recipe_of(&run);
-  return EH_FRAME_OK;
 }

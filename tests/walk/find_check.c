@@ -289,7 +289,7 @@ static int fuzz_file(const char *path, int rounds) {
 
 /* Unwind data written here byte by byte, so that the lookup rules meet the
  * cases real modules rarely have: FDEs nested in others, an FDE of empty
- * range inside another, code between and after FDEs. One buffer is the
+ * range and a malformed FDE inside another, code between and after FDEs. One buffer is the
  * whole module: .eh_frame_hdr at 0, .eh_frame at 256; the code it
  * describes (never read) lies at bias + 0x1000 and on. */
 struct builder {
@@ -352,7 +352,9 @@ static int synthetic(void) {
   /* A: push rbp at +0, mov rsp,rbp at +1, frame on rbp from +4. */
   static const uint8_t prog_a[] = {0x41, 0x0e, 16, 0x86, 2, 0x43, 0x0d, 6};
   static const uint8_t prog_leaf[] = {0};
+  static const uint8_t prog_bad[] = {0x41, 0x20}; /* advance 1, then no such instruction */
   size_t fde_a = put_fde(&b, bias, cie, 0x000, 0x100, prog_a, sizeof prog_a);
+  size_t fde_m = put_fde(&b, bias, cie, 0x002, 0x010, prog_bad, sizeof prog_bad); /* in A */
   size_t fde_z = put_fde(&b, bias, cie, 0x050, 0, prog_leaf, 1); /* empty range inside A */
   size_t fde_b = put_fde(&b, bias, cie, 0x080, 0x010, prog_leaf, 1); /* nested in A */
   size_t fde_c = put_fde(&b, bias, cie, 0x1000, 0x010, prog_leaf, 1); /* after a gap */
@@ -366,10 +368,10 @@ static int synthetic(void) {
   put_u8(&h, 0x03);
   put_u8(&h, 0x3b);
   put_s32(&h, (int32_t)(EH_FRAME - h.at));
-  put_u32(&h, 4);
-  const uint32_t begins[4] = {0x000, 0x050, 0x080, 0x1000};
-  const size_t fdes[4] = {fde_a, fde_z, fde_b, fde_c};
-  for (int i = 0; i < 4; i++) {
+  put_u32(&h, 5);
+  const uint32_t begins[5] = {0x000, 0x002, 0x050, 0x080, 0x1000};
+  const size_t fdes[5] = {fde_a, fde_m, fde_z, fde_b, fde_c};
+  for (int i = 0; i < 5; i++) {
     put_s32(&h, (int32_t)(CODE + begins[i]));
     put_s32(&h, (int32_t)fdes[i]);
   }
@@ -378,6 +380,7 @@ static int synthetic(void) {
   int ok = 1;
   ok &= expect_recipe(&m, 0x000, FRAME_CFA_SP, 8, 0);    /* A's entry */
   ok &= expect_recipe(&m, 0x001, FRAME_CFA_SP, 16, -16); /* after push rbp */
+  ok &= expect_recipe(&m, 0x003, FRAME_CFA_SP, 16, -16); /* A, past the malformed FDE */
   ok &= expect_recipe(&m, 0x004, FRAME_CFA_FP, 16, -16); /* on rbp */
   ok &= expect_recipe(&m, 0x060, FRAME_CFA_FP, 16, -16); /* A again, past the empty FDE */
   ok &= expect_recipe(&m, 0x080, FRAME_CFA_SP, 8, 0);    /* B */
@@ -391,18 +394,28 @@ static int synthetic(void) {
   (void)eh_frame_find(m.hdr, m.bias, m.segs, m.nsegs, m.bias + CODE - 1, &rc);
   ok &= rc.kind == FRAME_NO_INFO; /* before the first */
   /* And every address from before the first FDE to after the last gives
-   * what the compiled table gives. */
+   * what the compiled table gives, the malformed FDE's first byte apart:
+   * compiling drops that FDE whole, a derivation stops at its address
+   * before the bad instruction and answers from what it read (SP + 8). */
   struct eh_frame_table t;
   enum eh_frame_status st = eh_frame_compile(m.hdr, m.bias, m.segs, m.nsegs, &t);
   long checked = 0, mismatches = 0;
-  for (uintptr_t off = CODE - 16; st == EH_FRAME_OK && off < CODE + 0x1020; off++, checked++) {
+  for (uintptr_t off = CODE - 16; st == EH_FRAME_OK && off < CODE + 0x1020; off++) {
+    if (off == CODE + 0x002)
+      continue;
     (void)eh_frame_find(m.hdr, m.bias, m.segs, m.nsegs, m.bias + off, &rc);
+    checked++;
     if (frame_recipe_pack(rc) != frame_recipe_pack(eh_frame_lookup(&t, off)))
       mismatches++;
   }
-  printf("hand-made module: status %s, %u rows, %ld addresses compared, %ld mismatches\n",
-         eh_frame_status_str(st), t.count, checked, mismatches);
-  ok &= st == EH_FRAME_OK && t.count == 7 && checked == 0x1030 && mismatches == 0;
+  ok &= expect_recipe(&m, 0x002, FRAME_CFA_SP, 8, 0);
+  struct frame_recipe at2 = eh_frame_lookup(&t, CODE + 0x002);
+  ok &= at2.kind == FRAME_CFA_SP && at2.cfa_offset == 16; /* A's row, kept whole */
+  printf("hand-made module: status %s, %u rows, %u bad FDEs, %ld addresses compared, "
+         "%ld mismatches\n",
+         eh_frame_status_str(st), t.count, t.bad_fdes, checked, mismatches);
+  ok &= st == EH_FRAME_OK && t.count == 7 && t.bad_fdes == 1 && checked == 0x102f &&
+        mismatches == 0;
   eh_frame_table_release(&t);
   /* A header that claims more entries than its segment holds is refused. */
   uint32_t count = 1000;
