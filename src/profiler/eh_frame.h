@@ -65,7 +65,8 @@ void eh_frame_table_release(struct eh_frame_table *table);
 
 /* The recipe of one address, without compiling the module: what
  * eh_frame_lookup() on the compiled table would give for `pc` (FRAME_NO_INFO
- * where it would find no FDE, or a malformed one). Binary-searches the
+ * where no FDE covers it; an FDE without rows — empty, malformed — leaves
+ * its range to the FDE before it, as in the table). Binary-searches the
  * header's table, parses one FDE and its CIE, and runs their call-frame
  * instructions up to `pc` only. Async-signal-safe: no allocation, no lock,
  * no library call, fixed-size state on the stack, and every byte read is
