@@ -103,10 +103,13 @@ static void record(void *ptr, size_t requested, void *caller, const void *frame)
   struct igprof_node *node = igprof_capture_from_hook(caller, frame);
   struct igprof_counter_value *c = node ? igprof_node_counters(node) : NULL;
   if (!c) return;
+  /* The counter block is usually cold: ask for it, insert the block (its
+   * slot was asked for before the walk), then count. */
+  __builtin_prefetch(c, 1);
+  igprof_live_insert((uintptr_t) ptr, node, size);
   igprof_counter_block_add(c, c_total, 1, (int64_t) size);
   igprof_counter_block_add(c, c_max, 1, (int64_t) size);
   igprof_counter_block_add(c, c_live, 1, (int64_t) size);
-  igprof_live_insert((uintptr_t) ptr, node, size);
 }
 
 /* Forget a block that is about to be freed or moved; guard held. Must run
