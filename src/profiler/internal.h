@@ -261,6 +261,8 @@ void igprof_tree_reset_counters(uint32_t mask);
 /* ------------------------------------------------------------------ */
 
 void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size);
+/* Hint: an insert for addr is coming (see live.c). */
+void igprof_live_prefetch(uintptr_t addr);
 /* Returns 1 and the record if addr was live, else 0. */
 int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size);
 /* Call fn for every live block, one shard locked at a time. */

@@ -107,6 +107,20 @@ static int shard_grow(struct live_shard *s)
   return 0;
 }
 
+/* The slot a block's insert will probe first, asked for ahead of it: the
+ * memory hooks call this before the stack walk, so the cache miss on the
+ * table (one per insert: blocks land all over it) overlaps the walk. Only
+ * a hint: it reads the shard without its lock (a racing grow may leave it
+ * pointing at old slots, which a prefetch cannot fault on). */
+void igprof_live_prefetch(uintptr_t addr)
+{
+  uint64_t h = hash_addr(addr);
+  struct live_shard *s = shard_of(h);
+  struct live_entry *slots = __atomic_load_n(&s->slots, __ATOMIC_RELAXED);
+  uint32_t mask = __atomic_load_n(&s->mask, __ATOMIC_RELAXED);
+  if (slots) __builtin_prefetch(&slots[slot_of(h, mask)], 1);
+}
+
 void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size)
 {
   uint64_t h = hash_addr(addr);

@@ -99,23 +99,29 @@ static void record(void *ptr, size_t requested, void *caller, const void *frame)
     size = overhead == OVERHEAD_INCLUDE ? usable : usable - requested;
     if (overhead == OVERHEAD_DELTA && size == 0) return;
   }
+  igprof_live_prefetch((uintptr_t) ptr); /* its miss overlaps the walk */
   struct igprof_node *node = igprof_capture_from_hook(caller, frame);
   struct igprof_counter_value *c = node ? igprof_node_counters(node) : NULL;
   if (!c) return;
+  /* The counter block is usually cold: ask for it, insert the block (its
+   * slot was asked for before the walk), then count. */
+  __builtin_prefetch(c, 1);
+  igprof_live_insert((uintptr_t) ptr, node, size);
   igprof_counter_block_add(c, c_total, 1, (int64_t) size);
   igprof_counter_block_add(c, c_max, 1, (int64_t) size);
   igprof_counter_block_add(c, c_live, 1, (int64_t) size);
-  igprof_live_insert((uintptr_t) ptr, node, size);
 }
 
 /* Forget a block that is about to be freed or moved; guard held. Must run
  * before the real free: once freed, another thread may get the address. */
-static void forget(void *ptr, void *caller)
+static int forget(void *ptr, void *caller, struct igprof_node **node, uint64_t *size)
 {
-  struct igprof_node *node;
-  uint64_t size;
   if (IGPROF_UNLIKELY(listener_count)) tell_free(ptr, caller);
-  if (counting && igprof_live_remove((uintptr_t) ptr, &node, &size)) igprof_counter_release(node, c_live, 1, (int64_t) size);
+  if (!counting || !igprof_live_remove((uintptr_t) ptr, node, size)) return 0;
+  /* The release that follows reads the node and its counter block, both
+   * likely cold: ask for the node now, the caller frees in between. */
+  __builtin_prefetch(*node);
+  return 1;
 }
 
 #define ACTIVE() IGPROF_LIKELY(atomic_load_explicit(&igprof_state.active, memory_order_relaxed))
@@ -174,9 +180,14 @@ static inline void mem_free_body(const struct mem_chain *c, void *caller, void *
   }
   TELL(FREE, NULL, p, 0, 0, 0);
   int saved = errno;
-  forget(p, caller);
+  struct igprof_node *node;
+  uint64_t size;
+  int had = forget(p, caller, &node, &size);
   errno = saved;
   CHAIN(c, free)(p);
+  /* Counted after the real free: the block left the live table before it,
+   * so no other thread can meet it; only the counter update waits. */
+  if (had) igprof_counter_release(node, c_live, 1, (int64_t) size); /* leaves errno alone */
   igprof_leave();
 }
 
