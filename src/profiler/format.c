@@ -187,24 +187,44 @@ static void out_unsigned(struct igprof_out *o, uint64_t v, unsigned base)
   igprof_out_bytes(o, rev, (size_t) n);
 }
 
-void igprof_out_hex(struct igprof_out *o, uint64_t v) { out_unsigned(o, v, 16); }
+/* Hex by shifts, written straight into the buffer: a dump is mostly hex
+ * numbers (a compiler's has a few hundred thousand). */
+void igprof_out_hex(struct igprof_out *o, uint64_t v)
+{
+  int digits = 1;
+  for (uint64_t rest = v >> 4; rest; rest >>= 4) ++digits;
+  if (o->cap - o->len < (size_t) digits) igprof_out_flush(o);
+  char *p = o->buf + o->len + digits;
+  do { *--p = "0123456789abcdef"[v & 15]; v >>= 4; } while (v);
+  o->len += (size_t) digits;
+}
+
 void igprof_out_dec(struct igprof_out *o, uint64_t v) { out_unsigned(o, v, 10); }
 
 void igprof_out_shex(struct igprof_out *o, int64_t v)
 {
   if (v < 0) {
     igprof_out_char(o, '-');
-    out_unsigned(o, 0ULL - (uint64_t) v, 16);
+    igprof_out_hex(o, 0ULL - (uint64_t) v);
   } else {
-    out_unsigned(o, (uint64_t) v, 16);
+    igprof_out_hex(o, (uint64_t) v);
   }
 }
 
 void igprof_out_name(struct igprof_out *o, const char *s)
 {
-  for (; *s; ++s) {
+  while (*s) {
+    /* The run of characters that stay as they are, in one copy. */
+    size_t run = 0;
+    while (s[run] && !igprof_name_needs_escape((unsigned char) s[run])) ++run;
+    if (run) {
+      igprof_out_bytes(o, s, run);
+      s += run;
+      continue;
+    }
     char esc[3];
     size_t n = igprof_name_escape(esc, sizeof esc, s, 1);
     igprof_out_bytes(o, esc, n);
+    ++s;
   }
 }
