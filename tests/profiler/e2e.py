@@ -154,6 +154,25 @@ def scenario_threads(a):
     eq(leaf_stack(d, 'thread_alloc')[:2], ['thread_alloc', 'thread_main'], 'thread stack')
 
 
+def scenario_phases(a):
+    # One thread, then three, then a forked child with one: exact counts in each mode.
+    r = run([a.igprof, '-mp', a.memtest, 'phases'])
+    eq(r.returncode, 0, 'exit status')
+    child = int(r.stdout.split()[1])
+    files = dumps('igprof.memtest.*')
+    eq(len(files), 2, 'one dump per process')
+    by_pid = {igdump.Dump(f).pid: igdump.Dump(f) for f in files}
+    check(child in by_pid, f'child {child} has a dump')
+    parent = [d for pid, d in by_pid.items() if pid != child]
+    if child in by_pid and parent:
+        expect_mem(parent[0], {'main_alloc': (500, 50000, 100, 0, 0),
+                               'phase_alloc': (40000, 2000000, 50, 40000, 2000000),
+                               'fork_child_alloc': (0, 0, 0, 0, 0)})
+        # The child's profile starts from zero; frees of inherited blocks are ignored.
+        expect_mem(by_pid[child], {'fork_child_alloc': (10, 300, 30, 10, 300),
+                                   'main_alloc': (0, 0, 0, 0, 0), 'phase_alloc': (0, 0, 0, 0, 0)})
+
+
 def scenario_fork(a):
     r = run([a.igprof, '-mp', a.memtest, 'fork'])
     eq(r.returncode, 0, 'exit status')

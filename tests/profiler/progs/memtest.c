@@ -99,6 +99,49 @@ static int threads(void)
   return 0;
 }
 
+/* phases: the counters and the live table change mode with the thread
+ * count (plain updates while one thread runs, atomic ones once a second
+ * exists, plain again in a forked child). Main allocates 500 x 100 bytes
+ * alone; two threads then free all of them (250 each, across threads) and
+ * allocate 20000 x 50 bytes each, kept (long enough for the two to overlap:
+ * plain updates from both would lose counts); after the join a child is
+ * forked that allocates 10 x 30 bytes and frees 3 of the threads' blocks. */
+#define PHASE_MAIN 500
+#define PHASE_THREAD 20000
+static void *main_blocks[PHASE_MAIN];
+static void *thread_blocks[2][PHASE_THREAD];
+NOINLINE void *main_alloc(size_t n) { return malloc(n); }
+NOINLINE void *phase_alloc(size_t n) { return malloc(n); }
+NOINLINE void *fork_child_alloc(size_t n) { return malloc(n); }
+
+static void *phase_thread(void *arg)
+{
+  int t = (int) (long) arg;
+  for (int i = t; i < PHASE_MAIN; i += 2) free(main_blocks[i]);
+  for (int i = 0; i < PHASE_THREAD; ++i) thread_blocks[t][i] = phase_alloc(50);
+  return NULL;
+}
+
+static int phases(void)
+{
+  for (int i = 0; i < PHASE_MAIN; ++i) main_blocks[i] = main_alloc(100);
+  pthread_t th[2];
+  for (long t = 0; t < 2; ++t) pthread_create(&th[t], NULL, phase_thread, (void *) t);
+  for (int t = 0; t < 2; ++t) pthread_join(th[t], NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    void *kept[10];
+    for (int i = 0; i < 10; ++i) kept[i] = fork_child_alloc(30);
+    for (int i = 0; i < 3; ++i) free(thread_blocks[0][i]);
+    (void) kept;
+    exit(0);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  printf("child %d\n", (int) pid);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 NOINLINE void *parent_alloc(size_t n) { return malloc(n); }
 NOINLINE void *child_alloc(size_t n) { return malloc(n); }
 
@@ -357,6 +400,7 @@ int main(int argc, char **argv)
   const char *s = argv[1];
   if (!strcmp(s, "basic")) return basic();
   if (!strcmp(s, "threads")) return threads();
+  if (!strcmp(s, "phases")) return phases();
   if (!strcmp(s, "fork")) return forking();
   if (!strcmp(s, "exec")) return exec_self(argv[0]);
   if (!strcmp(s, "execvp") && argc > 2) return exec_path_search(argv[2]);
