@@ -156,7 +156,8 @@ static void *chain_wait(void *const *slot)
   (__builtin_expect((c)->name != NULL, 1) ? (c)->name \
                                           : (__typeof__((c)->name)) chain_wait((void *const *) &(c)->name))
 
-static inline void *mem_malloc_body(const struct mem_chain *c, void *caller, const void *frame, size_t n)
+static inline void *mem_malloc_body(const struct mem_chain *c, void *caller, const void *frame,
+                                    size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, malloc)(n);
   void *p = CHAIN(c, malloc)(n);
@@ -164,7 +165,8 @@ static inline void *mem_malloc_body(const struct mem_chain *c, void *caller, con
   return allocated(p, n, caller, frame);
 }
 
-static inline void *mem_calloc_body(const struct mem_chain *c, void *caller, const void *frame, size_t n, size_t m)
+static inline void *mem_calloc_body(const struct mem_chain *c, void *caller, const void *frame,
+                                    size_t n, size_t m)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, calloc)(n, m);
   void *p = CHAIN(c, calloc)(n, m);
@@ -193,8 +195,8 @@ static inline void mem_free_body(const struct mem_chain *c, void *caller, void *
 
 /* realloc and reallocarray: `size` is the new size (SIZE_MAX if n*m
  * overflows, which the original then refuses). */
-static inline void *mem_resize(const struct mem_chain *c, void *caller, const void *frame, void *old, size_t size, int array,
-                               size_t n, size_t m)
+static inline void *mem_resize(const struct mem_chain *c, void *caller, const void *frame,
+                               void *old, size_t size, int array, size_t n, size_t m)
 {
   struct igprof_node *old_node = NULL;
   uint64_t old_size = 0;
@@ -216,7 +218,8 @@ static inline void *mem_resize(const struct mem_chain *c, void *caller, const vo
   return p;
 }
 
-static inline void *mem_realloc_body(const struct mem_chain *c, void *caller, const void *frame, void *old, size_t n)
+static inline void *mem_realloc_body(const struct mem_chain *c, void *caller, const void *frame,
+                                     void *old, size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, realloc)(old, n);
   void *p = mem_resize(c, caller, frame, old, n, 0, n, 0);
@@ -225,8 +228,8 @@ static inline void *mem_realloc_body(const struct mem_chain *c, void *caller, co
   return p;
 }
 
-static inline void *mem_reallocarray_body(const struct mem_chain *c, void *caller, const void *frame, void *old, size_t n,
-                                          size_t m)
+static inline void *mem_reallocarray_body(const struct mem_chain *c, void *caller, const void *frame,
+                                          void *old, size_t n, size_t m)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, reallocarray)(old, n, m);
   size_t bytes;
@@ -237,7 +240,8 @@ static inline void *mem_reallocarray_body(const struct mem_chain *c, void *calle
   return p;
 }
 
-static inline void *mem_memalign_body(const struct mem_chain *c, void *caller, const void *frame, size_t align, size_t n)
+static inline void *mem_memalign_body(const struct mem_chain *c, void *caller, const void *frame,
+                                      size_t align, size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, memalign)(align, n);
   void *p = CHAIN(c, memalign)(align, n);
@@ -245,7 +249,8 @@ static inline void *mem_memalign_body(const struct mem_chain *c, void *caller, c
   return allocated(p, n, caller, frame);
 }
 
-static inline void *mem_aligned_alloc_body(const struct mem_chain *c, void *caller, const void *frame, size_t align, size_t n)
+static inline void *mem_aligned_alloc_body(const struct mem_chain *c, void *caller, const void *frame,
+                                           size_t align, size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, aligned_alloc)(align, n);
   void *p = CHAIN(c, aligned_alloc)(align, n);
@@ -253,8 +258,8 @@ static inline void *mem_aligned_alloc_body(const struct mem_chain *c, void *call
   return allocated(p, n, caller, frame);
 }
 
-static inline int mem_posix_memalign_body(const struct mem_chain *c, void *caller, const void *frame, void **out, size_t align,
-                                          size_t n)
+static inline int mem_posix_memalign_body(const struct mem_chain *c, void *caller, const void *frame,
+                                          void **out, size_t align, size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, posix_memalign)(out, align, n);
   int saved = errno;
@@ -266,7 +271,8 @@ static inline int mem_posix_memalign_body(const struct mem_chain *c, void *calle
   return rc;
 }
 
-static inline void *mem_valloc_body(const struct mem_chain *c, void *caller, const void *frame, size_t n)
+static inline void *mem_valloc_body(const struct mem_chain *c, void *caller, const void *frame,
+                                    size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, valloc)(n);
   void *p = CHAIN(c, valloc)(n);
@@ -274,7 +280,8 @@ static inline void *mem_valloc_body(const struct mem_chain *c, void *caller, con
   return allocated(p, n, caller, frame);
 }
 
-static inline void *mem_pvalloc_body(const struct mem_chain *c, void *caller, const void *frame, size_t n)
+static inline void *mem_pvalloc_body(const struct mem_chain *c, void *caller, const void *frame,
+                                     size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, pvalloc)(n);
   void *p = CHAIN(c, pvalloc)(n);
