@@ -154,9 +154,10 @@ def scenario_threads(a):
     eq(leaf_stack(d, 'thread_alloc')[:2], ['thread_alloc', 'thread_main'], 'thread stack')
 
 
-def scenario_phases(a):
-    # One thread, then three, then a forked child with one: exact counts in each mode.
-    r = run([a.igprof, '-mp', a.memtest, 'phases'])
+def parent_and_child(a, scenario):
+    """Run a memtest scenario that forks once (it prints 'child PID') and return
+    (parent dump, child dump, child pid); the dumps are None where missing."""
+    r = run([a.igprof, '-mp', a.memtest, scenario])
     eq(r.returncode, 0, 'exit status')
     child = int(r.stdout.split()[1])
     files = dumps('igprof.memtest.*')
@@ -164,29 +165,27 @@ def scenario_phases(a):
     by_pid = {igdump.Dump(f).pid: igdump.Dump(f) for f in files}
     check(child in by_pid, f'child {child} has a dump')
     parent = [d for pid, d in by_pid.items() if pid != child]
-    if child in by_pid and parent:
-        expect_mem(parent[0], {'main_alloc': (500, 50000, 100, 0, 0),
-                               'phase_alloc': (40000, 2000000, 50, 40000, 2000000),
-                               'fork_child_alloc': (0, 0, 0, 0, 0)})
+    return (parent[0] if parent else None), by_pid.get(child), child
+
+
+def scenario_phases(a):
+    # One thread, then three, then a forked child with one: exact counts in each mode.
+    parent, child, _ = parent_and_child(a, 'phases')
+    if parent and child:
+        expect_mem(parent, {'main_alloc': (500, 50000, 100, 0, 0),
+                            'phase_alloc': (40000, 2000000, 50, 40000, 2000000),
+                            'fork_child_alloc': (0, 0, 0, 0, 0)})
         # The child's profile starts from zero; frees of inherited blocks are ignored.
-        expect_mem(by_pid[child], {'fork_child_alloc': (10, 300, 30, 10, 300),
-                                   'main_alloc': (0, 0, 0, 0, 0), 'phase_alloc': (0, 0, 0, 0, 0)})
+        expect_mem(child, {'fork_child_alloc': (10, 300, 30, 10, 300),
+                           'main_alloc': (0, 0, 0, 0, 0), 'phase_alloc': (0, 0, 0, 0, 0)})
 
 
 def scenario_fork(a):
-    r = run([a.igprof, '-mp', a.memtest, 'fork'])
-    eq(r.returncode, 0, 'exit status')
-    child = int(r.stdout.split()[1])
-    parent = one_dump('igprof.memtest.*[!0-9]*') if False else None
-    files = dumps('igprof.memtest.*')
-    eq(len(files), 2, 'one dump per process')
-    by_pid = {igdump.Dump(f).pid: igdump.Dump(f) for f in files}
-    check(child in by_pid, f'child {child} has a dump')
-    parent = [d for pid, d in by_pid.items() if pid != child]
-    if child in by_pid and parent:
-        expect_mem(parent[0], {'parent_alloc': (5, 4000, 1000, 5, 4000), 'child_alloc': (0, 0, 0, 0, 0)})
-        expect_mem(by_pid[child], {'child_alloc': (4, 1000, 250, 4, 1000), 'parent_alloc': (0, 0, 0, 0, 0)})
-        eq(os.path.exists(f'igprof.memtest.{child}'), True, 'child dump named by its pid')
+    parent, child, pid = parent_and_child(a, 'fork')
+    if parent and child:
+        expect_mem(parent, {'parent_alloc': (5, 4000, 1000, 5, 4000), 'child_alloc': (0, 0, 0, 0, 0)})
+        expect_mem(child, {'child_alloc': (4, 1000, 250, 4, 1000), 'parent_alloc': (0, 0, 0, 0, 0)})
+        eq(os.path.exists(f'igprof.memtest.{pid}'), True, 'child dump named by its pid')
 
 
 def scenario_fork_stress(a):
