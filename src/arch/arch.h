@@ -118,6 +118,10 @@ void arch_write_traps(void *dst, size_t n);
  * otherwise return 0. A pointer jump reports the slot's current value. */
 size_t arch_read_jump(const void *code, uintptr_t pc, uintptr_t *target);
 
+/* The same for the forms whose target is in the instruction bytes only (the
+ * two the engine writes); never reads other memory. 0 for anything else. */
+size_t arch_inline_jump(const void *code, uintptr_t pc, uintptr_t *target);
+
 /* Overwrite the first `n` bytes of live code at `at` with `patch` (a jump
  * from the writers above plus trap padding) so that a thread entering `at`
  * concurrently sees the old entry, a short spin, or the new jump, never a torn

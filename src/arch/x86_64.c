@@ -112,6 +112,14 @@ size_t arch_read_jump(const void *code, uintptr_t pc, uintptr_t *target)
   return 0;
 }
 
+size_t arch_inline_jump(const void *code, uintptr_t pc, uintptr_t *target)
+{
+  const uint8_t *p = code;
+  if (p[0] == 0xe9 || (p[0] == 0xff && p[1] == 0x25 && memcmp(p + 2, "\0\0\0\0", 4) == 0))
+    return arch_read_jump(code, pc, target); /* rel32, or rip+0 with the address inline */
+  return 0;
+}
+
 void arch_write_live_patch(void *at, const void *patch, size_t n)
 {
   uintptr_t a = (uintptr_t)at;

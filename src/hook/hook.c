@@ -152,6 +152,17 @@ static int scan_code(uintptr_t start, size_t len, void *arg)
   size_t limit = arch_branch_scan_limit((const void *)start, len, start, s->fn + 1, s->end);
   size_t off = 0;
   while (off < limit) {
+    /* A patch of ours (a neighbour hooked earlier): the absolute jump's
+     * address literal is data, and decoded as code its random bytes could
+     * pass for a branch into this window. */
+    uintptr_t to;
+    size_t jump = len - off >= arch_patch_size_far()
+                      ? arch_inline_jump((const void *)(start + off), start + off, &to)
+                      : 0;
+    if (jump && tramp_pool_contains(to)) {
+      off += jump;
+      continue;
+    }
     struct arch_insn insn;
     if (arch_decode((const void *)(start + off), len - off, start + off, &insn) != 0)
       break; /* data or padding: nothing further can be seen */
