@@ -157,7 +157,9 @@ struct leak {
  * Every later step (which nodes carry data, the leaks, the output order)
  * reads the array, not the nodes, so the tree's nodes are visited once (a
  * compiler's 30 000 nodes lie all over the arena: each visit is a cache
- * miss) and never written to. */
+ * miss). The one write, on that visit, is the node's index in the array,
+ * tagged with the dump's generation, so a live block can find its node's
+ * entry; no pass is needed afterwards to clear it. */
 struct node_info {
   struct igprof_node *node;
   uintptr_t pc;
@@ -217,8 +219,8 @@ static void take_snapshot(struct dump_ctx *d, struct igprof_node *root, uint64_t
   /* A generation tells this dump's snapshot from older ones (0: never). */
   if (++dump_generation == 0) ++dump_generation;
   d->gen = dump_generation;
-  /* last_child[depth]: the previous sibling at each open level, to link the
-   * next one; the walk's depth follows the tree's. */
+  /* The entry of the current node's parent, and of its previous sibling
+   * (NO_INDEX: it is the first child), to link the current one in. */
   uint32_t parent = NO_INDEX, prev_sibling = NO_INDEX;
   struct igprof_node *n = atomic_load_explicit(&root->children, memory_order_acquire);
   while (n && d->count < cap) {
