@@ -7,6 +7,7 @@
  * usage: walk_bench [DEPTH...]   (default 10 30 100)
  */
 #define _GNU_SOURCE
+#include <alloca.h>
 #include <execinfo.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -110,23 +111,47 @@ __attribute__((noinline)) static int chain_b(int n, enum method m) {
   return chain_b(n - 1, m) + (int)pad[n & 3];
 }
 
-static double time_alternating(int n, enum method m) {
+/* Third scenario: every capture's stack lies at another place. chain_a
+ * runs below a block of 16 to 1024 bytes taken from the stack, a different
+ * size each time, in turn: the frames are the same functions but at other
+ * stack addresses, so no earlier walk can be joined below the frame that
+ * took the block. With SHIFTS places, more than the fast walker keeps
+ * records of, each walk steps every frame of the chain. */
+#define SHIFTS 64
+
+__attribute__((noinline)) static int shifted(int n, enum method m, int k) {
+  volatile char *block = alloca(16 * (size_t)(k + 1));
+  block[0] = (char)k;
+  return chain_a(n - 1, m) + block[0];
+}
+
+enum scenario { ALTERNATING, SHIFTED };
+
+static double time_scenario(enum scenario sc, int n, enum method m) {
   double t0 = now_ns();
-  for (int i = 0; i < CALLS; i++)
-    (i & 1 ? chain_a : chain_b)(n, m);
+  for (int i = 0; i < CALLS; i++) {
+    if (sc == SHIFTED)
+      shifted(n, m, i % SHIFTS);
+    else
+      (i & 1 ? chain_a : chain_b)(n, m);
+  }
   return (now_ns() - t0) / CALLS;
 }
 
-__attribute__((noinline)) static void measure_alternating(int depth, struct result *r) {
+__attribute__((noinline)) static void measure_scenario(enum scenario sc, int depth,
+                                                       struct result *r) {
   double batch[NMETHODS + 1][REPS];
   int n = depth - 5; /* main, libc start x2, _start, this function */
   for (int m = 0; m < NMETHODS; m++) {
-    chain_a(n, (enum method)m);
+    if (sc == SHIFTED)
+      shifted(n, (enum method)m, 0);
+    else
+      chain_a(n, (enum method)m);
     r->frames[m] = last_frames;
   }
   for (int rep = 0; rep < REPS; rep++)
     for (int m = 0; m <= NMETHODS; m++)
-      batch[m][rep] = time_alternating(n, (enum method)m);
+      batch[m][rep] = time_scenario(sc, n, (enum method)m);
   for (int m = 0; m <= NMETHODS; m++)
     qsort(batch[m], REPS, sizeof batch[m][0], cmp_double);
   for (int m = 0; m < NMETHODS; m++)
@@ -170,7 +195,14 @@ int main(int argc, char **argv) {
   printf("\nConsecutive captures from two different call chains:\n\n%s", table_head);
   for (int i = 0; i < ndepths; i++) {
     struct result r;
-    measure_alternating(depths[i], &r);
+    measure_scenario(ALTERNATING, depths[i], &r);
+    print_row(depths[i], &r);
+  }
+  printf("\nEach capture's stack at another address (%d places in turn; nothing to reuse):\n\n%s",
+         SHIFTS, table_head);
+  for (int i = 0; i < ndepths; i++) {
+    struct result r;
+    measure_scenario(SHIFTED, depths[i], &r);
     print_row(depths[i], &r);
   }
   struct walk_fast_stats st;

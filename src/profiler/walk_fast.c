@@ -171,12 +171,21 @@ static inline uint64_t tc_value(uint32_t bits) {
  * only the last walk's, so stacks that alternate between a few paths (a
  * compiler allocating from its parser, then its optimiser, then the parser
  * again) are stepped only where they differ. One buffer more than there
- * are keys: the walk records into the spare and files it at the end. */
+ * are keys: the walk records into the spare and files it at the end.
+ * The slots are MEMO_WAYS-way associative: a start hashes to a set of
+ * slots, and a new start evicts the set's least recently used one, so two
+ * starts that hash alike do not keep evicting each other. */
 #define MEMO_KEYS 8
+#define MEMO_WAYS 2
+_Static_assert(MEMO_WAYS == 2, "memo_begin picks the victim of a two-way set");
 
 struct thread_memo {
   struct walk_memo buf[MEMO_KEYS + 1];
   struct walk_memo *slot[MEMO_KEYS]; /* by start; NULL until used */
+  struct {
+    uintptr_t pc, sp; /* slot[k]'s first frame, or 0 */
+  } start[MEMO_KEYS];
+  uint8_t way[MEMO_KEYS / MEMO_WAYS]; /* per set: the way used last */
   struct walk_memo *spare;
   int recent; /* slot of the last walk */
   const void *tc_snapshot; /* the module table tc came from */
@@ -969,9 +978,19 @@ static int unwinder_walk(struct walk *w, const struct module_snapshot *s, uintpt
   return n;
 }
 
-static inline unsigned memo_slot_of(uintptr_t pc, uintptr_t sp) {
+/* The first slot of the set a start (pc, sp) belongs to. */
+static inline unsigned memo_set_of(uintptr_t pc, uintptr_t sp) {
   uint64_t h = ((uint64_t)pc ^ (uint64_t)sp * 0x9e3779b97f4a7c15ull) * 0xc2b2ae3d27d4eb4full;
-  return (unsigned)(h >> 61) & (MEMO_KEYS - 1);
+  return (unsigned)(h >> 58) % (MEMO_KEYS / MEMO_WAYS) * MEMO_WAYS;
+}
+
+/* The slot whose record starts at (pc, sp), or -1. */
+static inline int memo_find(const struct thread_memo *tm, uintptr_t pc, uintptr_t sp,
+                            unsigned set) {
+  for (unsigned k = set; k < set + MEMO_WAYS; k++)
+    if (tm->start[k].pc == pc && tm->start[k].sp == sp)
+      return (int)k;
+  return -1;
 }
 
 static inline int memo_usable(const struct walk_memo *m, const struct module_snapshot *s) {
@@ -1000,14 +1019,19 @@ static void memo_begin(struct walk *w, const struct module_snapshot *s) {
       tm->slot[k] = &tm->buf[k];
   }
   w->tc = tm->tc;
-  w->key = memo_slot_of(w->regs.pc, w->regs.sp);
-  struct walk_memo *keyed = tm->slot[w->key], *recent = tm->slot[tm->recent];
+  unsigned set = memo_set_of(w->regs.pc, w->regs.sp);
+  int k = memo_find(tm, w->regs.pc, w->regs.sp, set);
+  struct walk_memo *recent = tm->slot[tm->recent];
   w->prev_keyed = 0;
-  if (memo_usable(keyed, s) && keyed->frames[0].pc == w->regs.pc && keyed->frames[0].sp == w->regs.sp) {
-    w->prev = keyed;
+  if (k >= 0 && memo_usable(tm->slot[k], s)) {
+    w->key = k;
+    w->prev = tm->slot[k];
     w->prev_keyed = 1;
-  } else if (memo_usable(recent, s)) {
-    w->prev = recent;
+  } else {
+    /* A start of its own: the set's least recently used slot. */
+    w->key = k >= 0 ? k : (int)(set + (MEMO_WAYS - 1 - tm->way[set / MEMO_WAYS]));
+    if (memo_usable(recent, s))
+      w->prev = recent;
   }
   w->cur = tm->spare;
   w->cur->snapshot = s;
@@ -1026,6 +1050,9 @@ static void memo_end(struct walk *w, int n, int complete) {
     tm->spare = tm->slot[k];
     tm->slot[k] = rec;
   }
+  tm->start[k].pc = rec->count > 0 ? rec->frames[0].pc : 0;
+  tm->start[k].sp = rec->count > 0 ? rec->frames[0].sp : 0;
+  tm->way[k / MEMO_WAYS] = (uint8_t)(k % MEMO_WAYS);
   tm->recent = k;
   atomic_signal_fence(memory_order_seq_cst);
   memo_busy = 0;
@@ -1131,10 +1158,71 @@ static inline void walk_init(struct walk *w, int exact, const ucontext_t *uc) {
  * pointer sit at its frame pointer, and the caller's stack pointer after
  * the call is just above them. That saves a lookup and a step (about a
  * fifth of a 10-frame walk) on every hook walk. */
+/* The commonest hook walk: a loop allocating again from where it did
+ * before. When the walk starts at exactly the registers (pc, sp, fp) of
+ * the first frame of the record filed under its start, and every stack
+ * slot that record's walk read still holds what it held, the record is the
+ * walk: memo_join's test for p = 0, with nothing set up for a step. The
+ * test and the copy of the frames are one pass, inner frames first, so a
+ * pass that finds the first changed slot stops there; the full walk then
+ * starts over (and its own memo_join finds where the stacks meet). Only
+ * for walks whose stack region starts at sp (hook walks): the record's
+ * slots then lie at or above sp, and below the top of the same thread's
+ * stack. Returns the frame count, or -1 to walk. */
+static inline int memo_repeat(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_t *pcs, int max) {
+  struct thread_memo *tm = thread_memo;
+  if (!tm || memo_busy || !tm->spare || sp < stack_lo || sp >= stack_hi)
+    return -1;
+  const struct module_snapshot *s = atomic_load_explicit(&current_snapshot, memory_order_acquire);
+  int key = memo_find(tm, pc, sp, memo_set_of(pc, sp));
+  if (key < 0)
+    return -1;
+  const struct walk_memo *m = tm->slot[key];
+  if (m->snapshot != s || !s || !m->complete || m->joinable_from != 0 || m->count > max ||
+      m->count <= 0 || m->frames[0].pc != pc || m->frames[0].sp != sp || m->frames[0].fp != fp)
+    return -1;
+  memo_busy = 1;
+  atomic_signal_fence(memory_order_seq_cst);
+  const struct memo_frame *f = m->frames;
+  const int last = m->count - 1;
+  const uintptr_t span = stack_hi - sizeof(uintptr_t) - sp;
+  int k = 0;
+  for (; k < last; k++) {
+    uintptr_t ra_at = f[k].ra_at, fp_at = f[k].fp_at;
+    if (ra_at - sp > span || (fp_at && fp_at - sp > span))
+      break;
+    const uintptr_t *fp_slot = fp_at ? (const uintptr_t *)fp_at : &f[k + 1].fp;
+    if (*(const uintptr_t *)ra_at != f[k + 1].pc || *fp_slot != f[k + 1].fp)
+      break;
+    pcs[k + 1] = f[k + 1].pc - 1;
+  }
+  int n = -1;
+  if (k == last && (!f[last].ra_at || (f[last].ra_at - sp <= span &&
+                                       *(const uintptr_t *)f[last].ra_at == 0))) {
+    pcs[0] = pc - 1;
+    n = last + 1;
+    tm->recent = key;
+    tm->way[key / MEMO_WAYS] = (uint8_t)(key % MEMO_WAYS);
+    thread_stats.walks++;
+    thread_stats.frames_memo += (uint64_t)last;
+  }
+  atomic_signal_fence(memory_order_seq_cst);
+  memo_busy = 0;
+  return n;
+}
+
 /* A walk from an x86_64 frame record [saved FP, return address]: the
  * registers of the caller of the function that owns the record. */
 static int walk_from_record(const uintptr_t *record, uintptr_t *pcs, int max, void *caller_ret,
                             int *truncated) {
+  if (record[1] == (uintptr_t)caller_ret) {
+    int n = memo_repeat(record[1], (uintptr_t)(record + 2), record[0], pcs, max);
+    if (n >= 0) {
+      if (truncated)
+        *truncated = 0;
+      return n;
+    }
+  }
   struct walk w;
   walk_init(&w, 0, NULL);
   w.regs.pc = record[1];
@@ -1145,7 +1233,11 @@ static int walk_from_record(const uintptr_t *record, uintptr_t *pcs, int max, vo
 
 __attribute__((noinline, optimize("no-omit-frame-pointer"))) int
 igprof_walk_fast_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *truncated) {
-  return walk_from_record(__builtin_frame_address(0), pcs, max, caller_ret, truncated);
+  int n = walk_from_record(__builtin_frame_address(0), pcs, max, caller_ret, truncated);
+  /* Not a tail call: that would pop this frame's record before the walk
+   * reads it, and the callee's pushes would overwrite it. */
+  __asm__ volatile("" : "+r"(n));
+  return n;
 }
 #else
 __attribute__((noinline)) int igprof_walk_fast_from_hook(uintptr_t *pcs, int max,
