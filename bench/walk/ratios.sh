@@ -17,8 +17,8 @@ done
 python3 - "$out" <<'P'
 import statistics, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
-names = ["same stack, depth 10", "same stack, depth 30", "same stack, depth 100",
-         "two chains, depth 10", "two chains, depth 30", "two chains, depth 100"]
+names = ["%s, depth %d" % (s, d) for s in ("same stack", "two chains", "nothing to reuse")
+         for d in (10, 30, 100)]
 for j, n in enumerate(names):
     f = [r[2 * j] for r in rows]; u = [r[2 * j + 1] for r in rows]
     rat = sorted(b / a for a, b in zip(f, u))

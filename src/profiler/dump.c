@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 #include "symbols.h"
+#include "walk.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -583,6 +584,7 @@ int igprof_dump(enum igprof_dump_kind kind, const char *name, const char *why)
     long us = (long) ((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000);
     igprof_debug("dump written: %s (%s; %llu nodes, %llu live blocks, %ld us)", target, why,
                  (unsigned long long) d->nodes, (unsigned long long) d->leaks, us);
+    igprof_walk_debug_stats();
   }
   scratch = d->scratch;
   igprof_scratch_release(&scratch);

@@ -10,6 +10,7 @@
 #include <libunwind.h>
 
 #include "internal.h"
+#include "walk_fast.h"
 
 int igprof_walk_fast_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *truncated)
     __attribute__((weak));
@@ -17,6 +18,7 @@ int igprof_walk_fast_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, 
     __attribute__((weak));
 int igprof_walk_fast_from_frame(uintptr_t *pcs, int max, void *caller_ret, const void *frame,
                                 int *truncated) __attribute__((weak));
+void igprof_walk_fast_stats(struct walk_fast_stats *out) __attribute__((weak));
 void igprof_walk_fast_init(void) __attribute__((weak));
 void igprof_walk_fast_thread_init(void) __attribute__((weak));
 void igprof_walk_fast_modules_changing(void) __attribute__((weak));
@@ -100,6 +102,18 @@ int igprof_walk_from_hook_frame(uintptr_t *pcs, int max, void *caller_ret, const
     if (n >= 0) return n;
   }
   return igprof_walk_from_hook(pcs, max, caller_ret, truncated);
+}
+
+void igprof_walk_debug_stats(void)
+{
+  if (!igprof_config.debug || method != WALK_FAST || !igprof_walk_fast_stats) return;
+  struct walk_fast_stats st;
+  igprof_walk_fast_stats(&st);
+  igprof_debug("fast walker, this thread: %llu walks (%llu a recorded walk again), %llu frames stepped, "
+               "%llu copied from earlier walks, %llu by libunwind; %llu recipes derived",
+               (unsigned long long) st.walks, (unsigned long long) st.walks_repeat,
+               (unsigned long long) st.frames_fast, (unsigned long long) st.frames_memo,
+               (unsigned long long) st.frames_unwinder, (unsigned long long) st.derivations);
 }
 
 int igprof_walk_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated)

@@ -34,6 +34,9 @@ int igprof_walk_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *trunca
 int igprof_walk_from_hook_frame(uintptr_t *pcs, int max, void *caller_ret, const void *frame,
                                 int *truncated);
 
+/* With -d: the fast walker's counts for the calling thread, on stderr. */
+void igprof_walk_debug_stats(void);
+
 /* From a signal handler: pcs[0] is the interrupted PC from `uc`. */
 int igprof_walk_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated);
 

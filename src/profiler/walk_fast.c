@@ -1205,6 +1205,7 @@ static inline int memo_repeat(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_
     tm->way[key / MEMO_WAYS] = (uint8_t)(key % MEMO_WAYS);
     thread_stats.walks++;
     thread_stats.frames_memo += (uint64_t)last;
+    thread_stats.walks_repeat++;
   }
   atomic_signal_fence(memory_order_seq_cst);
   memo_busy = 0;

@@ -48,6 +48,7 @@ struct walk_fast_stats {
   uint64_t walks;          /* calls of either walk function */
   uint64_t frames_fast;    /* steps taken by recipes */
   uint64_t frames_memo;    /* outer frames copied from the thread's previous walk */
+  uint64_t walks_repeat;   /* walks that were a recorded walk again, every slot unchanged */
   uint64_t frames_unwinder;/* steps handed to libunwind */
   uint64_t unwinder_replays; /* libunwind steps that replayed the walk for registers */
   uint64_t walks_unwinder; /* whole walks left to libunwind (no stack bounds) */
