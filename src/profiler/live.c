@@ -15,7 +15,7 @@
 
 #define SHARD_BITS 8
 #define SHARD_COUNT (1u << SHARD_BITS)
-#define SHARD_INITIAL 512u
+#define SHARD_INITIAL 64u
 
 struct live_entry {
   uintptr_t addr; /* 0 = empty */
@@ -91,17 +91,44 @@ static void place(struct live_entry *slots, uint32_t mask, const struct live_ent
   slots[i] = *e;
 }
 
+/* The shards' first tables, SHARD_INITIAL entries each, side by side in
+ * one mapping made on the first insert: one mmap for all of them, not one
+ * per shard (a short process touches most shards with a few blocks each),
+ * and a process with few live blocks has a small table to list at dump
+ * time. Bigger tables are mappings of their own. */
+static struct live_entry *_Atomic initial_tables;
+
+static struct live_entry *initial_table(const struct live_shard *s)
+{
+  struct live_entry *all = atomic_load_explicit(&initial_tables, memory_order_acquire);
+  if (!all) {
+    size_t bytes = sizeof *all * SHARD_INITIAL * SHARD_COUNT;
+    struct live_entry *fresh = igprof_pages_alloc(bytes);
+    if (!fresh) return NULL;
+    if (atomic_compare_exchange_strong(&initial_tables, &all, fresh)) all = fresh;
+    else igprof_pages_free(fresh, bytes);
+  }
+  struct live_entry *t = all + (size_t) (s - shards) * SHARD_INITIAL;
+  memset(t, 0, sizeof *t * SHARD_INITIAL); /* a forked child's may hold the parent's blocks */
+  return t;
+}
+
+static void free_table(struct live_entry *slots, uint32_t cap)
+{
+  if (slots && cap != SHARD_INITIAL) igprof_pages_free(slots, sizeof *slots * cap);
+}
+
 /* Double the shard (or create it). Returns -1 if no memory: the block then
  * goes unrecorded rather than the application failing. */
 static int shard_grow(struct live_shard *s)
 {
   uint32_t cap = s->mask ? (s->mask + 1) * 2 : SHARD_INITIAL;
-  struct live_entry *fresh = igprof_pages_alloc(sizeof *fresh * cap);
+  struct live_entry *fresh = cap == SHARD_INITIAL ? initial_table(s) : igprof_pages_alloc(sizeof *fresh * cap);
   if (!fresh) return -1;
   if (s->mask)
     for (uint32_t i = 0; i <= s->mask; ++i)
       if (s->slots[i].addr) place(fresh, cap - 1, &s->slots[i]);
-  if (s->slots) igprof_pages_free(s->slots, sizeof *s->slots * (s->mask + 1));
+  free_table(s->slots, s->mask + 1);
   s->slots = fresh;
   s->mask = cap - 1;
   return 0;
@@ -186,7 +213,7 @@ void igprof_live_foreach(void (*fn)(void *arg, uintptr_t addr, struct igprof_nod
   for (unsigned k = 0; k < SHARD_COUNT; ++k) {
     struct live_shard *s = &shards[k];
     lock_always(s);
-    if (s->mask)
+    if (s->count)
       for (uint32_t i = 0; i <= s->mask; ++i)
         if (s->slots[i].addr) fn(arg, s->slots[i].addr, s->slots[i].node, s->slots[i].size);
     unlock_always(s);
@@ -216,7 +243,7 @@ void igprof_live_fork_child(void)
 {
   for (unsigned k = 0; k < SHARD_COUNT; ++k) {
     struct live_shard *s = &shards[k];
-    if (s->slots) igprof_pages_free(s->slots, sizeof *s->slots * (s->mask + 1));
+    free_table(s->slots, s->mask + 1);
     s->slots = NULL;
     s->mask = 0;
     s->count = 0;
