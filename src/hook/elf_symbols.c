@@ -29,7 +29,7 @@ static const Shdr *section(const struct elf_symbols *es, size_t index)
 
 /* A symbol table and its string table, bounds-checked. */
 static int load_table(struct elf_symbols *es, const Shdr *sh, const void **syms, size_t *nsyms,
-                      const char **str, size_t *str_size)
+                      const char **str, size_t *str_size, int *str_ends)
 {
   const Shdr *strsh = section(es, sh->sh_link);
   if (!strsh || sh->sh_entsize != sizeof(Sym) || !in_image(es, sh->sh_offset, sh->sh_size) ||
@@ -39,6 +39,7 @@ static int load_table(struct elf_symbols *es, const Shdr *sh, const void **syms,
   *nsyms = sh->sh_size / sizeof(Sym);
   *str = (const char *)es->image + strsh->sh_offset;
   *str_size = strsh->sh_size;
+  *str_ends = (*str)[*str_size - 1] == '\0';
   return 0;
 }
 
@@ -69,10 +70,11 @@ static int parse(struct elf_symbols *es)
     }
     switch (sh->sh_type) {
     case SHT_SYMTAB:
-      load_table(es, sh, &es->symtab, &es->nsymtab, &es->strtab, &es->strtab_size);
+      load_table(es, sh, &es->symtab, &es->nsymtab, &es->strtab, &es->strtab_size, &es->strtab_ends);
       break;
     case SHT_DYNSYM:
-      if (load_table(es, sh, &es->dynsym, &es->ndynsym, &es->dynstr, &es->dynstr_size) == 0)
+      if (load_table(es, sh, &es->dynsym, &es->ndynsym, &es->dynstr, &es->dynstr_size,
+                     &es->dynstr_ends) == 0)
         dynsym = sh;
       break;
     case SHT_GNU_versym:
@@ -152,7 +154,8 @@ static const char *version_name(const struct elf_symbols *es, unsigned ndx)
   return NULL;
 }
 
-static int fill(const struct elf_symbols *es, int dynamic, size_t index, struct elf_symbol *out)
+static int fill(const struct elf_symbols *es, int dynamic, size_t index, int versions,
+                struct elf_symbol *out)
 {
   const Sym *s = (const Sym *)(dynamic ? es->dynsym : es->symtab) + index;
   const char *str = dynamic ? es->dynstr : es->strtab;
@@ -160,7 +163,7 @@ static int fill(const struct elf_symbols *es, int dynamic, size_t index, struct 
   if (s->st_shndx == SHN_UNDEF || s->st_name >= str_size || ELF64_ST_TYPE(s->st_info) == STT_TLS)
     return -1;
   /* names must be terminated inside the string table */
-  if (!memchr(str + s->st_name, 0, str_size - s->st_name))
+  if (!(dynamic ? es->dynstr_ends : es->strtab_ends) && !memchr(str + s->st_name, 0, str_size - s->st_name))
     return -1;
   out->name = str + s->st_name;
   out->address = s->st_shndx == SHN_ABS ? s->st_value : es->bias + s->st_value;
@@ -170,12 +173,28 @@ static int fill(const struct elf_symbols *es, int dynamic, size_t index, struct 
   out->dynamic = dynamic;
   out->version = NULL;
   out->version_hidden = 0;
-  if (dynamic && es->versym) {
+  if (dynamic && es->versym && versions) {
     uint16_t v = es->versym[index];
     out->version = version_name(es, v & 0x7fff);
     out->version_hidden = (v & 0x8000) != 0;
   }
   return 0;
+}
+
+/* Map the pages of [p, p + len) of the image in one call (the kernel fills
+ * the page table from the page cache) rather than one fault per page: a
+ * compiler's symbol and string tables span hundreds of pages. Only a
+ * hint: older kernels refuse it, and the reads then fault as usual. */
+static void populate(const void *p, size_t len)
+{
+#ifdef MADV_POPULATE_READ
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t lo = (uintptr_t)p & ~(page - 1), hi = (uintptr_t)p + len;
+  if (len)
+    (void)madvise((void *)lo, hi - lo, MADV_POPULATE_READ);
+#else
+  (void)p, (void)len;
+#endif
 }
 
 int elf_symbols_each(const struct elf_symbols *es, unsigned tables,
@@ -185,10 +204,15 @@ int elf_symbols_each(const struct elf_symbols *es, unsigned tables,
     if (!(tables & (dynamic ? ELF_SYMBOLS_DYNAMIC : ELF_SYMBOLS_STATIC)))
       continue;
     size_t n = dynamic ? es->ndynsym : es->nsymtab;
+    if (n > 1) {
+      populate(dynamic ? es->dynsym : es->symtab, n * sizeof(Sym));
+      populate(dynamic ? es->dynstr : es->strtab, dynamic ? es->dynstr_size : es->strtab_size);
+    }
     for (size_t i = 1; i < n; i++) {
       struct elf_symbol sym;
       int r;
-      if (fill(es, dynamic, i, &sym) == 0 && (r = fn(&sym, arg)) != 0)
+      if (fill(es, dynamic, i, !(tables & ELF_SYMBOLS_NO_VERSIONS), &sym) == 0 &&
+          (r = fn(&sym, arg)) != 0)
         return r;
     }
   }

@@ -22,6 +22,7 @@ struct elf_symbols {
   size_t ndynsym, nsymtab;
   const char *dynstr, *strtab;
   size_t dynstr_size, strtab_size;
+  int dynstr_ends, strtab_ends;  /* the string table ends with a NUL: every name in it is terminated */
   const uint16_t *versym;       /* one entry per .dynsym symbol, or NULL */
   const unsigned char *verdef;  /* .gnu.version_d, or NULL */
   size_t verdef_size;
@@ -33,6 +34,9 @@ struct elf_symbols {
 /* Which tables elf_symbols_each visits. */
 #define ELF_SYMBOLS_DYNAMIC 1u
 #define ELF_SYMBOLS_STATIC 2u
+/* With either: leave version and version_hidden unset (NULL, 0), which
+ * saves a search of the version definitions per dynamic symbol. */
+#define ELF_SYMBOLS_NO_VERSIONS 4u
 
 struct elf_symbol {
   const char *name;

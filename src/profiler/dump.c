@@ -230,10 +230,12 @@ static void take_snapshot(struct dump_ctx *d, struct igprof_node *root, uint64_t
     info->node = n;
     info->pc = n->pc;
     info->counters = atomic_load_explicit(&n->counters, memory_order_acquire);
+    /* Read in a second pass: by then the block has come, where reading it
+     * here would wait for it on every node, in series with the node walk. */
+    if (info->counters) __builtin_prefetch(info->counters);
     info->leaks = NULL;
     info->parent = parent;
     info->first_child = info->next_sibling = NO_INDEX;
-    info->has_data = counters_nonzero(info->counters);
     if (prev_sibling != NO_INDEX) d->infos[prev_sibling].next_sibling = i;
     else if (parent != NO_INDEX) d->infos[parent].first_child = i;
     n->dump_index = i;
@@ -256,6 +258,7 @@ static void take_snapshot(struct dump_ctx *d, struct igprof_node *root, uint64_t
     prev_sibling = at;
     parent = d->infos[at].parent;
   }
+  for (uint32_t i = 0; i < d->count; ++i) d->infos[i].has_data = counters_nonzero(d->infos[i].counters);
 }
 
 static void attach_leak(void *arg, uintptr_t addr, struct igprof_node *node, uint64_t size)

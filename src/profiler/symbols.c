@@ -95,7 +95,6 @@ struct collect {
   struct symbols *s;
   struct module *m;
   size_t cap;
-  int counting;
 };
 
 static int collect_symbol(const struct elf_symbol *sym, void *arg)
@@ -103,7 +102,6 @@ static int collect_symbol(const struct elf_symbol *sym, void *arg)
   struct collect *c = arg;
   if (sym->type != STT_FUNC && sym->type != STT_GNU_IFUNC) return 0;
   if (!sym->name || !sym->name[0] || !sym->address) return 0;
-  if (c->counting) { c->cap++; return 0; }
   if (c->m->nsyms < c->cap)
     c->m->syms[c->m->nsyms++] = (struct sym){sym->address, sym->size, sym->name};
   return 0;
@@ -156,12 +154,13 @@ static void load_module(struct symbols *s, struct module *m)
 {
   m->state = -1;
   if (!m->path[0] || elf_symbols_open(&m->elf, m->path, m->bias) != 0) return;
-  struct collect c = {s, m, 0, 1};
-  elf_symbols_each(&m->elf, ELF_SYMBOLS_DYNAMIC | ELF_SYMBOLS_STATIC, collect_symbol, &c);
+  /* One pass, into room for every entry of both tables (the functions
+   * among them are most of a program's symbols). */
+  struct collect c = {s, m, m->elf.ndynsym + m->elf.nsymtab};
   m->syms = c.cap ? igprof_scratch_alloc(s->scratch, sizeof *m->syms * c.cap) : NULL;
   if (c.cap && !m->syms) return;
-  c.counting = 0;
-  elf_symbols_each(&m->elf, ELF_SYMBOLS_DYNAMIC | ELF_SYMBOLS_STATIC, collect_symbol, &c);
+  elf_symbols_each(&m->elf, ELF_SYMBOLS_DYNAMIC | ELF_SYMBOLS_STATIC | ELF_SYMBOLS_NO_VERSIONS,
+                   collect_symbol, &c);
   struct sym *tmp = m->nsyms > 1 ? igprof_scratch_alloc(s->scratch, sizeof *tmp * m->nsyms) : NULL;
   uint32_t *count = m->nsyms > 1 ? igprof_scratch_alloc(s->scratch, sizeof *count * RADIX) : NULL;
   if (m->nsyms > 1 && (!tmp || !count)) return;
