@@ -154,36 +154,39 @@ struct leak {
 };
 
 /* The dump works on a snapshot of the tree taken in one pre-order walk: an
- * array of the nodes that exist at that moment with their links as indexes.
- * Every later step (which nodes carry data, the leaks, the output order)
- * reads the array, not the nodes, so the tree's nodes are visited once (a
- * compiler's 30 000 nodes lie all over the arena: each visit is a cache
- * miss). The one write, on that visit, is the node's index in the array,
- * tagged with the dump's generation, so a live block can find its node's
- * entry; no pass is needed afterwards to clear it. */
+ * array of the nodes that exist at that moment, with their parents as
+ * indexes. The tree's nodes and counter blocks lie all over the arena, so
+ * every visit of one is a cache miss: the nodes are visited once (the walk
+ * is a chain of dependent loads), and the counter blocks once, in a pass
+ * over the array that asks for each block well before it reads it. Every
+ * later step works on arrays in pre-order, which the output (pre-order with
+ * the children of a node sorted) reads nearly in sequence: the values
+ * copied from the counter blocks, each node's children as a range of one
+ * array (built by counting), and each node's call site as a dense index
+ * into the table of distinct call sites. The one write into the tree, on
+ * the snapshot's visit, is the node's index in the array, tagged with the
+ * dump's generation, so a live block can find its node's entry; no pass is
+ * needed afterwards to clear it. */
 struct node_info {
   struct igprof_node *node;
   uintptr_t pc;
   struct igprof_counter_value *counters;
   struct leak *leaks;
-  uint32_t parent;      /* index, or NO_INDEX for the root's children */
-  uint32_t first_child; /* in the tree's sibling order */
-  uint32_t next_sibling;
+  uint32_t parent; /* index, or NO_INDEX for the root's children */
+  uint32_t vals;   /* this node's values in dump_ctx.vals, or NO_INDEX */
+  uint32_t site;   /* its pc's entry in dump_ctx.sites */
   int has_data;
 };
 
 #define NO_INDEX UINT32_MAX
 
-static int counters_nonzero(const struct igprof_counter_value *c)
-{
-  if (!c) return 0;
-  for (int i = 0; i < igprof_counter_count(); ++i)
-    if (atomic_load_explicit(&c[i].ticks, memory_order_relaxed) ||
-        atomic_load_explicit(&c[i].peak, memory_order_relaxed) ||
-        atomic_load_explicit(&c[i].value, memory_order_relaxed))
-      return 1; /* every slot in use, whatever the order */
-  return 0;
-}
+/* A distinct call site: its FN id once written (NO_INDEX until then) and
+ * the offset from its symbol's start, written after every reference. */
+struct site {
+  uintptr_t pc;
+  uint64_t offset;
+  uint32_t id;
+};
 
 struct dump_ctx {
   struct igprof_scratch scratch;
@@ -192,12 +195,13 @@ struct dump_ctx {
   /* the snapshot: infos[0..count); a node of it has dump_gen == gen */
   struct node_info *infos;
   uint32_t count, gen;
-  /* pc -> FN id, open addressing */
-  uintptr_t *fn_keys;
-  uint32_t *fn_ids;
-  uint64_t *fn_offsets; /* pc - symbol start, written after the FN id */
-  size_t fn_mask;
-  uint32_t next_fn;
+  /* per node with a counter block: ticks, value, peak of each counter */
+  int64_t *vals;
+  /* the children with data of node p are kids[first_kid[p] .. first_kid[p + 1]),
+   * sorted by pc; p = count stands for the root */
+  uint32_t *kids, *first_kid;
+  struct site *sites; /* distinct pcs of the nodes with data */
+  uint32_t nsites, next_fn;
   int *module_fid; /* per snapshot module, -1 until written */
   int next_fid, nofile_fid;
   int counter_defined[IGPROF_MAX_COUNTERS];
@@ -220,30 +224,22 @@ static void take_snapshot(struct dump_ctx *d, struct igprof_node *root, uint64_t
   /* A generation tells this dump's snapshot from older ones (0: never). */
   if (++dump_generation == 0) ++dump_generation;
   d->gen = dump_generation;
-  /* The entry of the current node's parent, and of its previous sibling
-   * (NO_INDEX: it is the first child), to link the current one in. */
-  uint32_t parent = NO_INDEX, prev_sibling = NO_INDEX;
+  /* The entry of the current node's parent. */
+  uint32_t parent = NO_INDEX;
   struct igprof_node *n = atomic_load_explicit(&root->children, memory_order_acquire);
   while (n && d->count < cap) {
     uint32_t i = d->count++;
     struct node_info *info = &d->infos[i];
     info->node = n;
     info->pc = n->pc;
-    info->counters = atomic_load_explicit(&n->counters, memory_order_acquire);
-    /* Read in a second pass: by then the block has come, where reading it
-     * here would wait for it on every node, in series with the node walk. */
-    if (info->counters) __builtin_prefetch(info->counters);
+    info->counters = atomic_load_explicit(&n->counters, memory_order_acquire); /* read_counters */
     info->leaks = NULL;
     info->parent = parent;
-    info->first_child = info->next_sibling = NO_INDEX;
-    if (prev_sibling != NO_INDEX) d->infos[prev_sibling].next_sibling = i;
-    else if (parent != NO_INDEX) d->infos[parent].first_child = i;
     n->dump_index = i;
     n->dump_gen = d->gen;
     struct igprof_node *c = atomic_load_explicit(&n->children, memory_order_acquire);
     if (c) { /* down */
       parent = i;
-      prev_sibling = NO_INDEX;
       n = c;
       continue;
     }
@@ -255,10 +251,121 @@ static void take_snapshot(struct dump_ctx *d, struct igprof_node *root, uint64_t
     }
     if (!n) break;
     n = n->sibling;
-    prev_sibling = at;
     parent = d->infos[at].parent;
   }
-  for (uint32_t i = 0; i < d->count; ++i) d->infos[i].has_data = counters_nonzero(d->infos[i].counters);
+}
+
+/* How far ahead of its read a pass over the snapshot asks for a block. */
+#define AHEAD 16
+
+/* The counter values of every node, copied in pre-order, and "has data"
+ * (a counter not all zero; the leaks come later). Each block is asked
+ * for AHEAD nodes before it is read, so the misses overlap. */
+static void read_counters(struct dump_ctx *d)
+{
+  int nc = igprof_counter_count();
+  uint32_t with = 0;
+  for (uint32_t i = 0; i < d->count; ++i) with += d->infos[i].counters != NULL;
+  d->vals = igprof_scratch_alloc(&d->scratch, sizeof *d->vals * 3 * (size_t) nc * (with ? with : 1));
+  if (!d->vals) { d->no_memory = 1; return; }
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < d->count; ++i) {
+    if (i + AHEAD < d->count && d->infos[i + AHEAD].counters) {
+      const char *b = (const char *) d->infos[i + AHEAD].counters;
+      for (size_t line = 0; line < sizeof(struct igprof_counter_value) * (size_t) nc; line += IGPROF_CACHE_LINE)
+        __builtin_prefetch(b + line);
+    }
+    struct node_info *info = &d->infos[i];
+    info->vals = NO_INDEX;
+    info->has_data = 0;
+    if (!info->counters) continue;
+    int64_t *v = d->vals + (size_t) k * 3 * (size_t) nc;
+    int any = 0;
+    for (int id = 0; id < nc; ++id) {
+      const struct igprof_counter_value *c = &info->counters[igprof_counter_slot(id)];
+      v[3 * id] = atomic_load_explicit(&c->ticks, memory_order_relaxed);
+      v[3 * id + 1] = atomic_load_explicit(&c->value, memory_order_relaxed);
+      v[3 * id + 2] = atomic_load_explicit(&c->peak, memory_order_relaxed);
+      any |= v[3 * id] || v[3 * id + 1] || v[3 * id + 2];
+    }
+    info->vals = k++;
+    info->has_data = any;
+  }
+}
+
+/* The distinct pcs of the nodes with data, each node pointed at its own:
+ * an open-addressed table of pc -> site, whose slots are asked for ahead. */
+static void find_sites(struct dump_ctx *d)
+{
+  size_t slots = 64;
+  while (slots < (size_t) d->count * 2) slots <<= 1;
+  uint32_t *table = igprof_scratch_alloc(&d->scratch, sizeof *table * slots);
+  d->sites = igprof_scratch_alloc(&d->scratch, sizeof *d->sites * (d->count ? d->count : 1));
+  if (!table || !d->sites) { d->no_memory = 1; return; }
+  memset(table, 0xff, sizeof *table * slots); /* NO_INDEX */
+  size_t mask = slots - 1;
+#define SITE_SLOT(pc) ((size_t) (((uint64_t) (pc) * 0x9e3779b97f4a7c15ull) >> 20) & mask)
+  for (uint32_t i = 0; i < d->count; ++i) {
+    if (i + AHEAD < d->count) __builtin_prefetch(&table[SITE_SLOT(d->infos[i + AHEAD].pc)]);
+    struct node_info *info = &d->infos[i];
+    if (!info->has_data) continue;
+    size_t at = SITE_SLOT(info->pc);
+    while (table[at] != NO_INDEX && d->sites[table[at]].pc != info->pc) at = (at + 1) & mask;
+    if (table[at] == NO_INDEX) {
+      table[at] = d->nsites;
+      d->sites[d->nsites++] = (struct site){info->pc, 0, NO_INDEX};
+    }
+    info->site = table[at];
+  }
+#undef SITE_SLOT
+}
+
+/* Children in ascending pc order: a shell sort of one node's range. */
+static void sort_kids(uint32_t *v, uintptr_t *pc, size_t n)
+{
+  static const size_t gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
+  for (size_t g = 0; g < sizeof gaps / sizeof gaps[0]; ++g) {
+    size_t gap = gaps[g];
+    if (gap >= n) continue;
+    for (size_t i = gap; i < n; ++i) {
+      uint32_t x = v[i];
+      uintptr_t key = pc[i];
+      size_t j = i;
+      while (j >= gap && pc[j - gap] > key) { v[j] = v[j - gap]; pc[j] = pc[j - gap]; j -= gap; }
+      v[j] = x;
+      pc[j] = key;
+    }
+  }
+}
+
+/* Each node's children with data as one range of d->kids, by counting:
+ * the number per parent, the end of each range, then the nodes placed
+ * from the last one down (so each range is in pre-order), then sorted. */
+static void find_kids(struct dump_ctx *d)
+{
+  uint32_t n = d->count;
+  d->first_kid = igprof_scratch_alloc(&d->scratch, sizeof *d->first_kid * ((size_t) n + 2));
+  d->kids = igprof_scratch_alloc(&d->scratch, sizeof *d->kids * (n ? n : 1));
+  uintptr_t *pcs = igprof_scratch_alloc(&d->scratch, sizeof *pcs * (n ? n : 1));
+  if (!d->first_kid || !d->kids || !pcs) { d->no_memory = 1; return; }
+  uint32_t *end = d->first_kid;
+  memset(end, 0, sizeof *end * ((size_t) n + 2));
+#define PARENT(i) (d->infos[i].parent == NO_INDEX ? n : d->infos[i].parent)
+  for (uint32_t i = 0; i < n; ++i)
+    if (d->infos[i].has_data) end[PARENT(i)]++;
+  uint32_t sum = 0;
+  for (uint32_t p = 0; p <= n; ++p) sum = end[p] += sum;
+  end[n + 1] = sum;
+  for (uint32_t i = n; i-- > 0;)
+    if (d->infos[i].has_data) {
+      uint32_t at = --end[PARENT(i)];
+      d->kids[at] = i;
+      pcs[at] = d->infos[i].pc;
+    }
+#undef PARENT
+  /* end[p] is now the first of p's range, which ends where p + 1's begins */
+  for (uint32_t p = 0; p <= n; ++p)
+    if (end[p + 1] - end[p] > 1) sort_kids(d->kids + end[p], pcs + end[p], end[p + 1] - end[p]);
 }
 
 static void attach_leak(void *arg, uintptr_t addr, struct igprof_node *node, uint64_t size)
@@ -276,31 +383,18 @@ static void attach_leak(void *arg, uintptr_t addr, struct igprof_node *node, uin
   d->leaks++;
 }
 
-/* The FN table slot of pc; *fresh says whether pc was new (then the slot
- * has its id, and the caller sets its offset). */
-static size_t fn_slot(struct dump_ctx *d, uintptr_t pc, int *fresh)
-{
-  size_t i = (size_t) ((pc * 0x9e3779b97f4a7c15ull) >> 20) & d->fn_mask;
-  while (d->fn_keys[i] && d->fn_keys[i] != pc) i = (i + 1) & d->fn_mask;
-  *fresh = !d->fn_keys[i];
-  if (*fresh) {
-    d->fn_keys[i] = pc;
-    d->fn_ids[i] = d->next_fn++;
-  }
-  return i;
-}
-
-static void write_fn(struct dump_ctx *d, uintptr_t pc)
+static void write_fn(struct dump_ctx *d, struct site *site)
 {
   struct igprof_out *o = &d->out;
-  int fresh;
-  size_t slot = fn_slot(d, pc, &fresh);
+  uintptr_t pc = site->pc;
+  int fresh = site->id == NO_INDEX;
+  if (fresh) site->id = d->next_fn++; /* ids in the order of first use */
   igprof_out_str(o, "FN");
-  igprof_out_hex(o, d->fn_ids[slot]);
+  igprof_out_hex(o, site->id);
   if (!fresh) {
     /* Symbolised at its first node: only the offset is written again. */
     igprof_out_char(o, '+');
-    igprof_out_hex(o, d->fn_offsets[slot]);
+    igprof_out_hex(o, site->offset);
     return;
   }
   struct symbol_info si;
@@ -309,7 +403,7 @@ static void write_fn(struct dump_ctx *d, uintptr_t pc)
   } else {
     symbols_lookup(d->symbols, pc, &si);
   }
-  d->fn_offsets[slot] = si.name && pc != IGPROF_PC_TRUNCATED ? pc - si.symbol_start : 0;
+  site->offset = si.name && pc != IGPROF_PC_TRUNCATED ? pc - si.symbol_start : 0;
   {
     int *fid = si.module >= 0 ? &d->module_fid[si.module] : &d->nofile_fid;
     igprof_out_str(o, "=(F");
@@ -334,19 +428,18 @@ static void write_fn(struct dump_ctx *d, uintptr_t pc)
     igprof_out_str(o, "))");
   }
   igprof_out_char(o, '+');
-  igprof_out_hex(o, d->fn_offsets[slot]);
+  igprof_out_hex(o, site->offset);
 }
 
 static void write_counters(struct dump_ctx *d, const struct node_info *info)
 {
   struct igprof_out *o = &d->out;
-  struct igprof_counter_value *c = info->counters;
-  if (!c) return;
-  for (int i = 0; i < igprof_counter_count(); ++i) {
-    const struct igprof_counter_value *v = &c[igprof_counter_slot(i)];
-    int64_t ticks = atomic_load_explicit(&v->ticks, memory_order_relaxed);
-    int64_t value = atomic_load_explicit(&v->value, memory_order_relaxed);
-    int64_t peak = igprof_counter_is_sum(i) ? value : atomic_load_explicit(&v->peak, memory_order_relaxed);
+  if (info->vals == NO_INDEX) return;
+  int nc = igprof_counter_count();
+  const int64_t *v = d->vals + (size_t) info->vals * 3 * (size_t) nc;
+  for (int i = 0; i < nc; ++i) {
+    int64_t ticks = v[3 * i], value = v[3 * i + 1];
+    int64_t peak = igprof_counter_is_sum(i) ? value : v[3 * i + 2];
     int has_leaks = igprof_counter_has_leaks(i) && info->leaks;
     if (!ticks && !peak && !has_leaks) continue;
     igprof_out_str(o, " V");
@@ -375,43 +468,9 @@ static void write_counters(struct dump_ctx *d, const struct node_info *info)
   }
 }
 
-/* Children in ascending pc order (indexes into d->infos). */
-static void sort_kids(const struct dump_ctx *d, uint32_t *v, size_t n)
-{
-  static const size_t gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
-  for (size_t g = 0; g < sizeof gaps / sizeof gaps[0]; ++g) {
-    size_t gap = gaps[g];
-    if (gap >= n) continue;
-    for (size_t i = gap; i < n; ++i) {
-      uint32_t x = v[i];
-      size_t j = i;
-      while (j >= gap && d->infos[v[j - gap]].pc > d->infos[x].pc) { v[j] = v[j - gap]; j -= gap; }
-      v[j] = x;
-    }
-  }
-}
-
 struct frame {
-  uint32_t *kids;
-  size_t count, next;
+  uint32_t next, end; /* in d->kids */
 };
-
-/* The kids of `first` (a sibling chain) that carry data, sorted. */
-static uint32_t *collect_kids(struct dump_ctx *d, uint32_t first, size_t *count)
-{
-  size_t n = 0;
-  for (uint32_t c = first; c != NO_INDEX; c = d->infos[c].next_sibling)
-    if (d->infos[c].has_data) ++n;
-  *count = n;
-  if (!n) return NULL;
-  uint32_t *kids = igprof_scratch_alloc(&d->scratch, sizeof *kids * n);
-  if (!kids) { d->no_memory = 1; *count = 0; return NULL; }
-  size_t k = 0;
-  for (uint32_t c = first; c != NO_INDEX; c = d->infos[c].next_sibling)
-    if (d->infos[c].has_data) kids[k++] = c;
-  sort_kids(d, kids, n);
-  return kids;
-}
 
 /* Depth-first output with an explicit stack (trees can be deeper than a
  * small thread stack allows recursion), children in ascending pc order. */
@@ -421,34 +480,24 @@ static void write_tree(struct dump_ctx *d)
   struct frame *stack = igprof_scratch_alloc(&d->scratch, sizeof *stack * (size_t) cap);
   if (!stack) { d->no_memory = 1; return; }
   int top = 0;
-  /* The root's children are the snapshot's top-level sibling chain. */
-  uint32_t first = d->count ? 0 : NO_INDEX;
-  for (;;) {
-    size_t count;
-    uint32_t *kids = collect_kids(d, first, &count);
-    if (d->no_memory) return;
-    if (top < cap) stack[top++] = (struct frame){kids, count, 0};
-    /* Next node to print: first unvisited child up the stack. */
-    first = NO_INDEX;
-    int found = 0;
-    while (top > 0) {
-      struct frame *f = &stack[top - 1];
-      if (f->next < f->count) {
-        uint32_t i = f->kids[f->next++];
-        igprof_out_char(&d->out, 'C');
-        igprof_out_hex(&d->out, (uint64_t) top);
-        igprof_out_char(&d->out, ' ');
-        write_fn(d, d->infos[i].pc);
-        write_counters(d, &d->infos[i]);
-        igprof_out_char(&d->out, '\n');
-        d->nodes++;
-        first = d->infos[i].first_child;
-        found = 1;
-        break;
-      }
+  stack[top++] = (struct frame){d->first_kid[d->count], d->first_kid[d->count + 1]};
+  while (top > 0) {
+    struct frame *f = &stack[top - 1];
+    if (f->next == f->end) {
       --top;
+      continue;
     }
-    if (!found) return;
+    uint32_t i = d->kids[f->next++];
+    struct node_info *info = &d->infos[i];
+    igprof_out_char(&d->out, 'C');
+    igprof_out_hex(&d->out, (uint64_t) top);
+    igprof_out_char(&d->out, ' ');
+    write_fn(d, &d->sites[info->site]);
+    write_counters(d, info);
+    igprof_out_char(&d->out, '\n');
+    d->nodes++;
+    if (d->first_kid[i] != d->first_kid[i + 1] && top < cap)
+      stack[top++] = (struct frame){d->first_kid[i], d->first_kid[i + 1]};
   }
 }
 
@@ -504,19 +553,16 @@ static int write_dump(struct dump_ctx *d, int fd)
    * read before increments made by nodes already linked: never run short). */
   uint64_t nodes_now = igprof_tree_node_count();
   take_snapshot(d, root, nodes_now + nodes_now / 4 + 1024);
+  if (!d->no_memory) read_counters(d);
   if (!d->no_memory) igprof_live_foreach(attach_leak, d);
   for (uint32_t i = d->count; i-- > 0;)
     if (d->infos[i].has_data && d->infos[i].parent != NO_INDEX) d->infos[d->infos[i].parent].has_data = 1;
-  size_t slots = 64;
-  while (slots < (size_t) d->count * 2) slots <<= 1;
-  d->fn_keys = igprof_scratch_alloc(&d->scratch, sizeof *d->fn_keys * slots);
-  d->fn_ids = igprof_scratch_alloc(&d->scratch, sizeof *d->fn_ids * slots);
-  d->fn_offsets = igprof_scratch_alloc(&d->scratch, sizeof *d->fn_offsets * slots);
-  d->fn_mask = slots - 1;
+  if (!d->no_memory) find_sites(d);
+  if (!d->no_memory) find_kids(d);
   d->symbols = symbols_snapshot(&d->scratch);
   int nmod = symbols_count(d->symbols);
   d->module_fid = igprof_scratch_alloc(&d->scratch, sizeof(int) * (size_t) (nmod + 1));
-  if (!d->fn_keys || !d->fn_ids || !d->fn_offsets || !d->module_fid) d->no_memory = 1;
+  if (!d->module_fid) d->no_memory = 1;
   if (!d->no_memory) {
     for (int i = 0; i < nmod; ++i) d->module_fid[i] = -1;
     d->nofile_fid = -1;
