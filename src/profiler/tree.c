@@ -218,10 +218,20 @@ struct igprof_node *igprof_tree_push(const uintptr_t *pcs, int n, int truncated)
 
   /* Frame i counted from the outside: the truncation marker, then pcs[n-1]. */
 #define FRAME(i) (truncated ? ((i) == 0 ? IGPROF_PC_TRUNCATED : pcs[n - (i)]) : pcs[n - 1 - (i)])
-  while (i < total && i < t->cache_depth && t->cache_pcs[i] == FRAME(i)) {
-    node = t->cache_nodes[i];
-    ++i;
+  /* The part shared with the last stack pushed: a plain compare of two
+   * arrays, one read forwards and one backwards (most of a push's work
+   * when only the innermost frames differ). */
+  int shared = total < t->cache_depth ? total : t->cache_depth;
+  if (truncated && shared > 0 && t->cache_pcs[0] != IGPROF_PC_TRUNCATED) shared = 0;
+  if (truncated && shared > 0) i = 1;
+  {
+    const uintptr_t *cached = t->cache_pcs, *frame = pcs + (n - 1) - (i - (truncated ? 1 : 0));
+    while (i < shared && cached[i] == *frame) {
+      ++i;
+      --frame;
+    }
   }
+  if (i > 0) node = t->cache_nodes[i - 1];
   for (; i < total; ++i) {
     uintptr_t pc = FRAME(i);
     node = child(node, pc);

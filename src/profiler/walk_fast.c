@@ -139,6 +139,13 @@ struct walk_memo {
   int count;            /* frames recorded */
   int joinable_from;    /* no libunwind step from here on */
   int complete;         /* the walk reached the end of the stack */
+  /* The highest slot the walk could read (its stack's top). Every slot of
+   * a frame lies between that frame's sp and top (fast_run steps no frame
+   * whose saved FP lies below its sp), and sp grows outwards: a join at a
+   * frame whose sp is at or above the joining walk's lowest readable
+   * address, on a stack with the same top, reads only what that walk may
+   * read, and memo_verify needs no bounds check per slot. */
+  uintptr_t top;
   struct memo_frame frames[MEMO_FRAMES];
 };
 
@@ -188,6 +195,7 @@ struct thread_memo {
   uint8_t way[MEMO_KEYS / MEMO_WAYS]; /* per set: the way used last */
   struct walk_memo *spare;
   int recent; /* slot of the last walk */
+  unsigned gen; /* advanced whenever a walk ends (records may have changed) */
   const void *tc_snapshot; /* the module table tc came from */
   /* Entry i is tc[2i] (the return address, not minus 1; 0: empty) and
    * tc[2i + 1] (tc_value() of its recipe): a lookup touches one cache
@@ -592,6 +600,15 @@ struct walk {
   int key;               /* memo slot of this walk's start */
   int prev_keyed;        /* prev is that slot's record (a join may take it over) */
   int join_at;           /* next candidate frame in prev (sp ascending) */
+  /* What this walk has checked of a record: the slots of its frames
+   * verified_from .. last still hold what the record read (-1: not even
+   * the outermost frame's). Stack slots above the walk's start do not
+   * change during the walk, so a later join at frame q >= verified_from
+   * has nothing left to check. verified_gen is the memo's generation when
+   * it was checked (memo_repeat checks before the walk takes the memo). */
+  const struct walk_memo *verified;
+  int verified_from;
+  unsigned verified_gen;
   uint64_t *tc;          /* the thread's PC cache, if this walk holds it */
   int outermost;         /* step_slow ended the walk on an "outermost" recipe */
 };
@@ -739,20 +756,35 @@ enum run_end { RUN_SLOW, RUN_END, RUN_FULL };
  * values — the stacks differ below frame q but may meet again there, where
  * the walk can join then —, or -1 when not even the outermost frame's do. */
 #define MEMO_RETRY(q) (-2 - (q))
-__attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo *prev, int p, uintptr_t *pcs,
-                     int *n_io, int max, uintptr_t lo, uintptr_t top) {
-  const struct memo_frame *f = prev->frames;
-  int last = prev->count - 1;
-  /* A slot s may be read if lo <= s <= top: s - lo <= span, one compare
-   * (a null slot fails it too, lo being far above 0). */
-  const uintptr_t span = top - lo;
-  if (f[last].ra_at) { /* the outermost frame read a null return address */
-    if (f[last].ra_at - lo > span || *(const uintptr_t *)f[last].ra_at != 0)
+
+/* From the outside in, down to frame p at the lowest: the lowest frame k
+ * of record m from which the slots of frames k .. last still hold what m's
+ * walk read from them, frames from `from` on being known to (from =
+ * last + 1: none yet); -1 when the outermost frame's own slot does not.
+ * A slot s may be read if lo <= s <= lo + span: s - lo <= span, one
+ * compare (a null slot fails it too, lo being far above 0). */
+static inline int memo_verify(const struct walk_memo *m, int p, int from, uintptr_t lo,
+                              uintptr_t span) {
+  const struct memo_frame *f = m->frames;
+  int last = m->count - 1;
+  if (from > last) {
+    /* the outermost frame read a null return address */
+    if (f[last].ra_at && (f[last].ra_at - lo > span || *(const uintptr_t *)f[last].ra_at != 0))
       return -1;
+    from = last;
   }
-  /* From the outside in: the lowest frame from which every slot matches. */
-  int ok_from = last;
-  for (int k = last - 1; k >= p; k--) {
+  int ok_from = from;
+  if (m->top == lo + span && f[p].sp >= lo) {
+    /* Every slot is known to be readable (walk_memo.top). */
+    for (int k = from - 1; k >= p; k--) {
+      const uintptr_t *fp_slot = f[k].fp_at ? (const uintptr_t *)f[k].fp_at : &f[k + 1].fp;
+      if (*(const uintptr_t *)f[k].ra_at != f[k + 1].pc || *fp_slot != f[k + 1].fp)
+        break;
+      ok_from = k;
+    }
+    return ok_from;
+  }
+  for (int k = from - 1; k >= p; k--) {
     uintptr_t ra_at = f[k].ra_at, fp_at = f[k].fp_at;
     if (ra_at - lo > span)
       break; /* only the outermost frame may end without a slot */
@@ -764,7 +796,19 @@ __attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo 
       break;
     ok_from = k;
   }
-  if (ok_from != p)
+  return ok_from;
+}
+__attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo *prev, int p, uintptr_t *pcs,
+                     int *n_io, int max, uintptr_t lo, uintptr_t top) {
+  const struct memo_frame *f = prev->frames;
+  int last = prev->count - 1;
+  int from = w->verified == prev ? w->verified_from : last + 1;
+  int ok_from = from < 0 ? -1 : memo_verify(prev, p, from, lo, top - lo);
+  w->verified = prev;
+  w->verified_from = ok_from;
+  if (ok_from < 0)
+    return -1;
+  if (ok_from > p)
     return ok_from + 1 <= last ? MEMO_RETRY(ok_from) : -1;
   int n = *n_io, i = n - 1, tail = last - p + 1;
   int end = RUN_END;
@@ -903,7 +947,7 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
     uintptr_t next_fp = fp, fp_at = 0;
     if (v >> TC_FP_SHIFT) {
       fp_at = cfa - (uintptr_t)(v >> TC_FP_SHIFT);
-      if (fp_at < lo) {
+      if (fp_at < sp || fp_at > ra_at) { /* step_slow decides (and see walk_memo.top) */
         end = RUN_SLOW;
         break;
       }
@@ -1033,9 +1077,12 @@ static void memo_begin(struct walk *w, const struct module_snapshot *s) {
     if (memo_usable(recent, s))
       w->prev = recent;
   }
+  if (w->verified && (w->verified != w->prev || w->verified_gen != tm->gen))
+    w->verified = NULL; /* a signal handler's walk ended in between: records may have changed */
   w->cur = tm->spare;
   w->cur->snapshot = s;
   w->cur->joinable_from = 0;
+  w->cur->top = w->stack.hi - sizeof(uintptr_t);
 }
 
 static void memo_end(struct walk *w, int n, int complete) {
@@ -1054,6 +1101,7 @@ static void memo_end(struct walk *w, int n, int complete) {
   tm->start[k].sp = rec->count > 0 ? rec->frames[0].sp : 0;
   tm->way[k / MEMO_WAYS] = (uint8_t)(k % MEMO_WAYS);
   tm->recent = k;
+  tm->gen++;
   atomic_signal_fence(memory_order_seq_cst);
   memo_busy = 0;
 }
@@ -1150,6 +1198,9 @@ static inline void walk_init(struct walk *w, int exact, const ucontext_t *uc) {
   w->prev_keyed = 0;
   w->outermost = 0;
   w->tc = NULL;
+  w->verified = NULL;
+  w->verified_from = -1;
+  w->verified_gen = 0;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -1162,15 +1213,16 @@ static inline void walk_init(struct walk *w, int exact, const ucontext_t *uc) {
  * before. When the walk starts at exactly the registers (pc, sp, fp) of
  * the first frame of the record filed under its start, and every stack
  * slot that record's walk read still holds what it held, the record is the
- * walk: memo_join's test for p = 0, with nothing set up for a step. The
- * test and the copy of the frames are one pass, inner frames first, so a
- * pass that finds the first changed slot stops there; the full walk then
- * starts over (and its own memo_join finds where the stacks meet). Only
- * for walks whose stack region starts at sp (hook walks): the record's
- * slots then lie at or above sp, and below the top of the same thread's
- * stack. Returns the frame count, or -1 to walk. */
-static inline int memo_repeat(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_t *pcs, int max) {
+ * walk: memo_join's test for p = 0, with nothing set up for a step. When
+ * a slot has changed, what was checked is left in `w` (the frames from the
+ * first changed one outwards hold), and the walk that follows joins the
+ * record without checking those again. Only for walks whose stack region
+ * starts at sp (hook walks): the record's slots then lie at or above sp,
+ * and below the top of the same thread's stack. Returns the frame count,
+ * or -1 to walk. */
+static inline int memo_repeat(struct walk *w, uintptr_t *pcs, int max) {
   struct thread_memo *tm = thread_memo;
+  uintptr_t pc = w->regs.pc, sp = w->regs.sp, fp = w->regs.fp;
   if (!tm || memo_busy || !tm->spare || sp < stack_lo || sp >= stack_hi)
     return -1;
   const struct module_snapshot *s = atomic_load_explicit(&current_snapshot, memory_order_acquire);
@@ -1185,27 +1237,22 @@ static inline int memo_repeat(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_
   atomic_signal_fence(memory_order_seq_cst);
   const struct memo_frame *f = m->frames;
   const int last = m->count - 1;
-  const uintptr_t span = stack_hi - sizeof(uintptr_t) - sp;
-  int k = 0;
-  for (; k < last; k++) {
-    uintptr_t ra_at = f[k].ra_at, fp_at = f[k].fp_at;
-    if (ra_at - sp > span || (fp_at && fp_at - sp > span))
-      break;
-    const uintptr_t *fp_slot = fp_at ? (const uintptr_t *)fp_at : &f[k + 1].fp;
-    if (*(const uintptr_t *)ra_at != f[k + 1].pc || *fp_slot != f[k + 1].fp)
-      break;
-    pcs[k + 1] = f[k + 1].pc - 1;
-  }
+  int ok_from = memo_verify(m, 0, last + 1, sp, stack_hi - sizeof(uintptr_t) - sp);
   int n = -1;
-  if (k == last && (!f[last].ra_at || (f[last].ra_at - sp <= span &&
-                                       *(const uintptr_t *)f[last].ra_at == 0))) {
+  if (ok_from == 0) {
     pcs[0] = pc - 1;
+    for (int k = 1; k <= last; k++)
+      pcs[k] = f[k].pc - 1;
     n = last + 1;
     tm->recent = key;
     tm->way[key / MEMO_WAYS] = (uint8_t)(key % MEMO_WAYS);
     thread_stats.walks++;
     thread_stats.frames_memo += (uint64_t)last;
     thread_stats.walks_repeat++;
+  } else {
+    w->verified = m;
+    w->verified_from = ok_from;
+    w->verified_gen = tm->gen;
   }
   atomic_signal_fence(memory_order_seq_cst);
   memo_busy = 0;
@@ -1216,19 +1263,19 @@ static inline int memo_repeat(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_
  * registers of the caller of the function that owns the record. */
 static int walk_from_record(const uintptr_t *record, uintptr_t *pcs, int max, void *caller_ret,
                             int *truncated) {
-  if (record[1] == (uintptr_t)caller_ret) {
-    int n = memo_repeat(record[1], (uintptr_t)(record + 2), record[0], pcs, max);
+  struct walk w;
+  walk_init(&w, 0, NULL);
+  w.regs.pc = record[1];
+  w.regs.sp = (uintptr_t)(record + 2);
+  w.regs.fp = record[0];
+  if (w.regs.pc == (uintptr_t)caller_ret) {
+    int n = memo_repeat(&w, pcs, max);
     if (n >= 0) {
       if (truncated)
         *truncated = 0;
       return n;
     }
   }
-  struct walk w;
-  walk_init(&w, 0, NULL);
-  w.regs.pc = record[1];
-  w.regs.sp = (uintptr_t)(record + 2);
-  w.regs.fp = record[0];
   return walk_run(&w, pcs, max, (uintptr_t)caller_ret, truncated);
 }
 
