@@ -235,6 +235,11 @@ struct igprof_node *igprof_tree_root(void);
  * counters per event (then use igprof_counter_block_add). */
 struct igprof_counter_value *igprof_node_counters(struct igprof_node *n);
 void igprof_counter_block_add(struct igprof_counter_value *block, int id, int64_t ticks, int64_t amount);
+/* One tick of `amount` on three counters at once, of the kinds SUM, MAX and
+ * TICK in that order (an allocation's MEM_TOTAL, MEM_MAX and MEM_LIVE):
+ * the same as three igprof_counter_block_add calls, for less. */
+void igprof_counter_block_add3(struct igprof_counter_value *block, int sum_id, int max_id, int tick_id,
+                               int64_t amount);
 
 /* Add ticks/amount to counter `id` of node n (lock-free, any thread). */
 void igprof_counter_add(struct igprof_node *n, int id, int64_t ticks, int64_t amount);

@@ -107,9 +107,7 @@ static void record(void *ptr, size_t requested, void *caller, const void *frame)
    * slot was asked for before the walk), then count. */
   __builtin_prefetch(c, 1);
   igprof_live_insert((uintptr_t) ptr, node, size);
-  igprof_counter_block_add(c, c_total, 1, (int64_t) size);
-  igprof_counter_block_add(c, c_max, 1, (int64_t) size);
-  igprof_counter_block_add(c, c_live, 1, (int64_t) size);
+  igprof_counter_block_add3(c, c_total, c_max, c_live, (int64_t) size); /* SUM, MAX, TICK */
 }
 
 /* Forget a block that is about to be freed or moved; guard held. Must run

@@ -119,6 +119,29 @@ void igprof_counter_block_add(struct igprof_counter_value *c, int id, int64_t ti
   }
 }
 
+void igprof_counter_block_add3(struct igprof_counter_value *c, int sum_id, int max_id, int tick_id,
+                               int64_t amount)
+{
+  struct igprof_counter_value *sum = c + slot_of[sum_id], *max = c + slot_of[max_id],
+                              *tick = c + slot_of[tick_id];
+  if (igprof_one_thread()) {
+    plain_add(&sum->ticks, 1);
+    plain_add(&sum->value, amount);
+    plain_add(&max->ticks, 1);
+    plain_max(&max->value, amount);
+    plain_add(&tick->ticks, 1);
+    plain_add(&tick->value, amount);
+    plain_max(&tick->peak, atomic_load_explicit(&tick->value, memory_order_relaxed));
+    return;
+  }
+  atomic_fetch_add_explicit(&sum->ticks, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&sum->value, amount, memory_order_relaxed);
+  atomic_fetch_add_explicit(&max->ticks, 1, memory_order_relaxed);
+  atomic_max(&max->value, amount);
+  atomic_fetch_add_explicit(&tick->ticks, 1, memory_order_relaxed);
+  atomic_max(&tick->peak, atomic_fetch_add_explicit(&tick->value, amount, memory_order_relaxed) + amount);
+}
+
 void igprof_counter_add(struct igprof_node *n, int id, int64_t ticks, int64_t amount)
 {
   struct igprof_counter_value *c = igprof_node_counters(n);
