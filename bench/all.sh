@@ -3,10 +3,12 @@
 # the project's 2-core machine; heaptrack's failures on cxx take a while):
 # make under -mp and -pp (wall, then CPU), the memory profiler on the shared workloads with
 # both walkers and heaptrack, the walker micro-benchmark, the per-process cost, and the CPU
-# profiler against perf and gperftools.
+# profiler against perf and gperftools; then the memory profiler's added instructions and
+# cache misses on one compile of the make workload, counted under cachegrind.
 #
 # Usage: bench/all.sh [--build DIR] [--baseline OTHER_BUILD_DIR]
-# Needs heaptrack, linux-perf and libgoogle-perftools4 (bench only; not in scripts/deps.sh).
+# Needs heaptrack, linux-perf, libgoogle-perftools4 and valgrind (bench only; not in
+# scripts/deps.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$ROOT/build
@@ -15,7 +17,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$(cd "$2" && pwd); shift 2 ;;
     --baseline) BASE=$(cd "$2" && pwd); shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "all.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -46,3 +48,11 @@ done
 echo "/bin/true: $(perf stat -r 40 /bin/true 2>&1 | awk '/task-clock/ {print $1}') ms"
 say "CPU profiler"
 "$ROOT/bench/perf/run.sh" --build "$BUILD" --runs 5 --workloads gzip,xz,sqlite,python
+say "memory profiler, counted (cachegrind; cc1 compiling one unit of the make workload)"
+"${SHARED:-$ROOT/../shared}/bench/workloads/make.sh" setup
+unit=/tmp/peerbench/make/src/u01.c
+pre=$(mktemp --suffix=.i)
+gcc -O2 -g -E "$unit" -o "$pre"
+"$ROOT/bench/cachegrind.sh" --lib "$BUILD/lib/igprof" --top 15 -- \
+  "$(gcc -print-prog-name=cc1)" -fpreprocessed -quiet -O2 -g "$pre" -o /dev/null
+rm -f "$pre"
