@@ -1214,15 +1214,22 @@ static inline void walk_init(struct walk *w, int exact, const ucontext_t *uc) {
  * the first frame of the record filed under its start, and every stack
  * slot that record's walk read still holds what it held, the record is the
  * walk: memo_join's test for p = 0, with nothing set up for a step. When
- * a slot has changed, what was checked is left in `w` (the frames from the
- * first changed one outwards hold), and the walk that follows joins the
- * record without checking those again. Only for walks whose stack region
+ * a slot has changed, what was checked is left in *checked (the frames
+ * from the first changed one outwards hold: struct walk's verified), and
+ * the walk that follows joins the record without checking those again. Only for walks whose stack region
  * starts at sp (hook walks): the record's slots then lie at or above sp,
  * and below the top of the same thread's stack. Returns the frame count,
  * or -1 to walk. */
-static inline int memo_repeat(struct walk *w, uintptr_t *pcs, int max) {
+struct repeat_check {
+  const struct walk_memo *record; /* NULL: nothing checked */
+  int ok_from;
+  unsigned gen;
+};
+
+static inline int memo_repeat(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_t *pcs, int max,
+                              struct repeat_check *checked) {
   struct thread_memo *tm = thread_memo;
-  uintptr_t pc = w->regs.pc, sp = w->regs.sp, fp = w->regs.fp;
+  checked->record = NULL;
   if (!tm || memo_busy || !tm->spare || sp < stack_lo || sp >= stack_hi)
     return -1;
   const struct module_snapshot *s = atomic_load_explicit(&current_snapshot, memory_order_acquire);
@@ -1237,12 +1244,30 @@ static inline int memo_repeat(struct walk *w, uintptr_t *pcs, int max) {
   atomic_signal_fence(memory_order_seq_cst);
   const struct memo_frame *f = m->frames;
   const int last = m->count - 1;
-  int ok_from = memo_verify(m, 0, last + 1, sp, stack_hi - sizeof(uintptr_t) - sp);
+  const uintptr_t top = stack_hi - sizeof(uintptr_t);
+  int ok_from;
+  if (m->top == top) {
+    /* memo_verify's loop for this case, writing the frames as it goes:
+     * all of them are written when every slot holds. */
+    ok_from = last;
+    if (f[last].ra_at && (f[last].ra_at - sp > top - sp || *(const uintptr_t *)f[last].ra_at != 0))
+      ok_from = -1;
+    for (int k = last - 1; ok_from >= 0 && k >= 0; k--) {
+      const uintptr_t *fp_slot = f[k].fp_at ? (const uintptr_t *)f[k].fp_at : &f[k + 1].fp;
+      if (*(const uintptr_t *)f[k].ra_at != f[k + 1].pc || *fp_slot != f[k + 1].fp)
+        break;
+      pcs[k + 1] = f[k + 1].pc - 1;
+      ok_from = k;
+    }
+  } else {
+    ok_from = memo_verify(m, 0, last + 1, sp, top - sp);
+    if (ok_from == 0)
+      for (int k = 1; k <= last; k++)
+        pcs[k] = f[k].pc - 1;
+  }
   int n = -1;
   if (ok_from == 0) {
     pcs[0] = pc - 1;
-    for (int k = 1; k <= last; k++)
-      pcs[k] = f[k].pc - 1;
     n = last + 1;
     tm->recent = key;
     tm->way[key / MEMO_WAYS] = (uint8_t)(key % MEMO_WAYS);
@@ -1250,9 +1275,7 @@ static inline int memo_repeat(struct walk *w, uintptr_t *pcs, int max) {
     thread_stats.frames_memo += (uint64_t)last;
     thread_stats.walks_repeat++;
   } else {
-    w->verified = m;
-    w->verified_from = ok_from;
-    w->verified_gen = tm->gen;
+    *checked = (struct repeat_check){m, ok_from, tm->gen};
   }
   atomic_signal_fence(memory_order_seq_cst);
   memo_busy = 0;
@@ -1263,19 +1286,23 @@ static inline int memo_repeat(struct walk *w, uintptr_t *pcs, int max) {
  * registers of the caller of the function that owns the record. */
 static int walk_from_record(const uintptr_t *record, uintptr_t *pcs, int max, void *caller_ret,
                             int *truncated) {
-  struct walk w;
-  walk_init(&w, 0, NULL);
-  w.regs.pc = record[1];
-  w.regs.sp = (uintptr_t)(record + 2);
-  w.regs.fp = record[0];
-  if (w.regs.pc == (uintptr_t)caller_ret) {
-    int n = memo_repeat(&w, pcs, max);
+  struct repeat_check checked = {NULL, -1, 0};
+  if (record[1] == (uintptr_t)caller_ret) {
+    int n = memo_repeat(record[1], (uintptr_t)(record + 2), record[0], pcs, max, &checked);
     if (n >= 0) {
       if (truncated)
         *truncated = 0;
       return n;
     }
   }
+  struct walk w;
+  walk_init(&w, 0, NULL);
+  w.regs.pc = record[1];
+  w.regs.sp = (uintptr_t)(record + 2);
+  w.regs.fp = record[0];
+  w.verified = checked.record;
+  w.verified_from = checked.ok_from;
+  w.verified_gen = checked.gen;
   return walk_run(&w, pcs, max, (uintptr_t)caller_ret, truncated);
 }
 
