@@ -575,12 +575,20 @@ struct region {
  * interrupted frame also in the red zone below sp: an epilogue that has
  * popped a register still has its save slot described there, and the
  * kernel placed the signal frame below the red zone, so it is mapped. */
-static int region_of(uintptr_t sp, int interrupted, struct region *out) {
-  uintptr_t below = interrupted ? frame_arch.red_zone : 0;
-  if (sp >= stack_lo && sp < stack_hi) {
-    *out = (struct region){sp - below, stack_hi};
+static int region_of_alt(uintptr_t sp, int interrupted, struct region *out);
+
+/* The thread's own stack inline (every walk asks), the signal stack apart. */
+static inline int region_of(uintptr_t sp, int interrupted, struct region *out) {
+  if (__builtin_expect(sp >= stack_lo && sp < stack_hi, 1)) {
+    *out = (struct region){sp - (interrupted ? frame_arch.red_zone : 0), stack_hi};
     return 1;
   }
+  return region_of_alt(sp, interrupted, out);
+}
+
+__attribute__((noinline)) static int region_of_alt(uintptr_t sp, int interrupted,
+                                                   struct region *out) {
+  uintptr_t below = interrupted ? frame_arch.red_zone : 0;
   stack_t ss;
   if (sigaltstack(NULL, &ss) == 0 && !(ss.ss_flags & SS_DISABLE) &&
       sp >= (uintptr_t)ss.ss_sp && sp < (uintptr_t)ss.ss_sp + ss.ss_size) {
