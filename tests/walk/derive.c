@@ -87,17 +87,25 @@ static int expect(int cond, const char *what) {
   return cond;
 }
 
+/* A phase whose walks all ran on recipes: no libunwind step, no cut walk,
+ * at least MIN_FRAMES frames a walk stepped by recipe. */
+static int expect_by_recipe(struct phase p, const char *name) {
+  char what[128];
+  snprintf(what, sizeof what, "%s: no libunwind step, no cut walk", name);
+  int ok = expect(p.unwinder == 0 && p.cut == 0, what);
+  snprintf(what, sizeof what, "%s: every frame by recipe", name);
+  return expect(p.recipe >= WALKS * MIN_FRAMES, what) && ok;
+}
+
 /* Derivation in the phase that meets the PCs first, the cache after. */
 static int first_and_second(const char *mode, int (*first)(const void *, const void *),
                             int (*second)(const void *, const void *)) {
   int ok = 1;
   struct phase p1 = run_phase("first phase", first);
   ok &= expect(p1.derived > 0 && p1.refused == 0, "first phase: recipes derived, none refused");
-  ok &= expect(p1.unwinder == 0 && p1.cut == 0, "first phase: no libunwind step, no cut walk");
-  ok &= expect(p1.recipe >= WALKS * MIN_FRAMES, "first phase: every frame by recipe");
+  ok &= expect_by_recipe(p1, "first phase");
   struct phase p2 = run_phase("second phase", second);
-  ok &= expect(p2.unwinder == 0 && p2.cut == 0, "second phase: no libunwind step, no cut walk");
-  ok &= expect(p2.recipe >= WALKS * MIN_FRAMES, "second phase: every frame by recipe");
+  ok &= expect_by_recipe(p2, "second phase");
   ok &= expect(check_report(mode, WALKS * 2 * MIN_FRAMES, first == compare_raising ? WALKS : 0) ==
                    0,
                "walks agree with libunwind");
@@ -126,8 +134,7 @@ static int dlclose_guard(void) {
   igprof_walk_fast_modules_closed(); /* after the dlclose */
   struct phase after = run_phase("signal walks after the rebuild", compare_raising);
   ok &= expect(after.derived > 0 && after.refused == 0, "after: recipes derived");
-  ok &= expect(after.unwinder == 0 && after.cut == 0, "after: no libunwind step, no cut walk");
-  ok &= expect(after.recipe >= WALKS * MIN_FRAMES, "after: every frame by recipe");
+  ok &= expect_by_recipe(after, "after");
   struct phase hook2 = run_phase("hook walks after the rebuild", compare_hooking);
   ok &= expect(hook2.unwinder == 0 && hook2.refused == 0, "after: hook walks by recipe");
   ok &= expect(check_report("dlclose_guard", WALKS * 3 * MIN_FRAMES, WALKS) == 0,
