@@ -301,10 +301,17 @@ def scenario_robust(a):
     env = dict(os.environ, CPUTEST_CPU_FILE=os.path.abspath('robust.cpu'))
     new, _, _ = same_as_native(a, [a.cputest, 'robust'], env=env)
     with open('robust.cpu') as f:
-        own_cpu, children_cpu = (float(x) for x in f.read().split())
+        own_cpu, children_cpu = (float(x) for x in f.readline().split())
+        child_cpu = {int(pid): float(cpu) for pid, cpu in (line.split() for line in f)}
     found = sorted((igdump.Dump(f) for f in new), key=ticks)
     eq(len(found), 21, 'one dump for the program and one per forked child')
     parent, children = found[-1], found[:-1]
+    kids = {}
+    for f in new:
+        pid = int(re.search(r'\.(\d+)$', f).group(1))
+        if pid in child_cpu:
+            kids[pid] = igdump.Dump(f)
+    eq(sorted(kids), sorted(child_cpu), 'a dump for every forked child, named by its pid')
     # Sampling survived the application's SIGPROF timer, its handlers on
     # every real-time signal, sigfillset masks, alarm, forks and threads.
     near(ticks(parent) * parent.period, own_cpu, 'program: sampled time vs its CPU time')
@@ -313,9 +320,9 @@ def scenario_robust(a):
     # A child starts from zero (no -pk): its samples cover its own ~25 ms
     # only, not the parent's hundreds. Each child's CPU time also holds
     # writing its dump and an unfinished last period, so the sum is lower.
-    per_child = children_cpu / len(children)
-    check(all(0 < ticks(c) * c.period <= per_child + c.period for c in children),
-          f'every child sampled on its own: {[ticks(c) for c in children]} ticks, {per_child:.4f}s CPU each')
+    check(all(0 < ticks(d) * d.period <= child_cpu[pid] + d.period for pid, d in kids.items()),
+          'every child sampled on its own: ' +
+          ', '.join(f'{ticks(d)} ticks in {child_cpu[pid]:.4f}s' for pid, d in sorted(kids.items())))
     sampled = sum(ticks(c) * c.period for c in children)
     check(0.6 * children_cpu <= sampled <= children_cpu, f'children: sampled {sampled:.3f}s of {children_cpu:.3f}s CPU')
     same_as_native(a, [a.cputest, 'robust'], opts=('-pp', '-pf', '5000'), check_dumps=False)

@@ -274,6 +274,8 @@ static void robust(void)
 
   /* fork in a loop; every child does some work and exits with its number. */
   int sum = 0;
+  pid_t kid_pid[20];
+  double kid_cpu[20];
   for (int i = 0; i < 20; ++i) {
     pid_t pid = fork();
     if (pid == 0) {
@@ -281,9 +283,12 @@ static void robust(void)
       _exit(i);
     }
     int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+    struct rusage ru;
+    while (wait4(pid, &st, 0, &ru) < 0 && errno == EINTR)
       ;
     if (WIFEXITED(st)) sum += WEXITSTATUS(st);
+    kid_pid[i] = pid;
+    kid_cpu[i] = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
   }
   printf("children: sum of exit statuses %d\n", sum);
 
@@ -310,6 +315,7 @@ static void robust(void)
     fprintf(f, "%.6f %.6f\n", self.ru_utime.tv_sec + self.ru_utime.tv_usec / 1e6 + self.ru_stime.tv_sec +
             self.ru_stime.tv_usec / 1e6, kids.ru_utime.tv_sec + kids.ru_utime.tv_usec / 1e6 +
             kids.ru_stime.tv_sec + kids.ru_stime.tv_usec / 1e6);
+    for (int i = 0; i < 20; ++i) fprintf(f, "%ld %.6f\n", (long) kid_pid[i], kid_cpu[i]);
     fclose(f);
   }
   exit(7);
