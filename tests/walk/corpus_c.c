@@ -5,7 +5,8 @@
  * large frames; calls through function pointers and through the PLT into a
  * shared library that calls back; libc qsort calling our comparator; a
  * signal raised deep in the stack, handled on the normal stack and on an
- * alternate signal stack; a plugin loaded and unloaded with dlopen/dlclose;
+ * alternate signal stack; one capture point reached from two call sites in
+ * turn; a plugin loaded and unloaded with dlopen/dlclose;
  * threads (one of them without stack bounds, walked by libunwind alone);
  * and, all the while, a 5 kHz sampler interrupting at arbitrary instructions.
  *
@@ -194,6 +195,33 @@ NOINLINE static void plugin_cycle(int round) {
   hold_sampler(0);
 }
 
+/* ---- one start, two callers ---------------------------------------------- */
+
+/* The same capture point at the same stack address, reached from two call
+ * sites in turn: each walk finds the record of the last one under its
+ * start, with every slot the same but the return address into
+ * two_sites. */
+NOINLINE static void site_leaf(int i) {
+  volatile int local = i;
+  hook_point();
+  sink += (unsigned)local;
+}
+
+NOINLINE static void two_sites(int i) {
+  if (i & 1) {
+    site_leaf(i);
+    sink += 1;
+  } else {
+    site_leaf(i + 1);
+    sink += 2;
+  }
+}
+
+NOINLINE static void two_sites_loop(int n) {
+  for (int i = 0; i < n; i++)
+    two_sites(i);
+}
+
 /* ---- one round of everything --------------------------------------------- */
 
 NOINLINE static void workload(int round) {
@@ -205,6 +233,7 @@ NOINLINE static void workload(int round) {
   raise_at_depth(round % 5);
   sink += (unsigned)burn_math(20000);
   sink += burn_nested(round % 6, 200);
+  two_sites_loop(40);
 }
 
 static volatile int stop_threads;
