@@ -617,6 +617,12 @@ struct walk {
   const struct walk_memo *verified;
   int verified_from;
   unsigned verified_gen;
+  /* pcs[placed_from .. count - 1] already hold the frames of record
+   * `placed`, each at its own index (memo_repeat writes them as it checks
+   * them). A join at frame p of that record, when the walk's own frame
+   * there is pcs[p] too, need not write them again. */
+  const struct walk_memo *placed;
+  int placed_from;
   uint64_t *tc;          /* the thread's PC cache, if this walk holds it */
   int outermost;         /* step_slow ended the walk on an "outermost" recipe */
 };
@@ -810,21 +816,54 @@ __attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo 
                      int *n_io, int max, uintptr_t lo, uintptr_t top) {
   const struct memo_frame *f = prev->frames;
   int last = prev->count - 1;
+  int n = *n_io, i = n - 1, tail = last - p + 1;
+  int fits = tail - 1 <= max - n;
   int from = w->verified == prev ? w->verified_from : last + 1;
-  int ok_from = from < 0 ? -1 : memo_verify(prev, p, from, lo, top - lo);
+  int ok_from, copied = 0;
+  /* Outer frames still to write: those below placed_from (see struct walk). */
+  int write_to = w->placed == prev && i == p ? w->placed_from - 1 : last;
+  if (from == last + 1 && fits && prev->top == top && f[p].sp >= lo) {
+    /* Nothing checked yet, every slot readable (memo_verify's fast case),
+     * and all the outer frames fit: the check writes each frame as it
+     * passes it, at pcs[i + k - p] for frame k. A write past a changed
+     * slot lands beyond *n_io, where the walk writes again. */
+    uintptr_t *out = pcs + i - p;
+    uintptr_t end_at = f[last].ra_at; /* the outermost frame read a null return address */
+    ok_from = last;
+    if (end_at && (end_at - lo > top - lo || *(const uintptr_t *)end_at != 0))
+      ok_from = -1;
+    else
+      for (int k = last - 1; k >= p; k--) {
+        const uintptr_t *fp_slot = f[k].fp_at ? (const uintptr_t *)f[k].fp_at : &f[k + 1].fp;
+        if (*(const uintptr_t *)f[k].ra_at != f[k + 1].pc || *fp_slot != f[k + 1].fp)
+          break;
+        out[k + 1] = f[k + 1].pc - 1;
+        ok_from = k;
+      }
+    copied = 1;
+  } else {
+    ok_from = from < 0 ? -1 : memo_verify(prev, p, from, lo, top - lo);
+  }
   w->verified = prev;
   w->verified_from = ok_from;
   if (ok_from < 0)
     return -1;
   if (ok_from > p)
     return ok_from + 1 <= last ? MEMO_RETRY(ok_from) : -1;
-  int n = *n_io, i = n - 1, tail = last - p + 1;
   int end = RUN_END;
-  int copy = tail - 1 <= max - n ? tail - 1 : max - n; /* outer frames that fit in pcs */
-  if (copy < tail - 1)
+  int copy = fits ? tail - 1 : max - n; /* outer frames that fit in pcs */
+  if (!fits)
     end = RUN_FULL;
-  for (int k = 1; k <= copy; k++)
-    pcs[n++] = f[p + k].pc - 1;
+  if (copied) {
+    n += copy;
+  } else {
+    int w_end = write_to - p < copy ? write_to - p : copy;
+    if (w_end < 0)
+      w_end = 0;
+    for (int k = 1; k <= w_end; k++)
+      pcs[n++] = f[p + k].pc - 1;
+    n += copy - w_end;
+  }
   const struct frame_regs at = {f[p + copy].pc, f[p + copy].sp, f[p + copy].fp};
   struct walk_memo *cur = w->cur, *rec = prev;
   if (cur) {
@@ -1087,6 +1126,8 @@ static void memo_begin(struct walk *w, const struct module_snapshot *s) {
   }
   if (w->verified && (w->verified != w->prev || w->verified_gen != tm->gen))
     w->verified = NULL; /* a signal handler's walk ended in between: records may have changed */
+  if (w->placed != w->verified)
+    w->placed = NULL;
   w->cur = tm->spare;
   w->cur->snapshot = s;
   w->cur->joinable_from = 0;
@@ -1209,6 +1250,8 @@ static inline void walk_init(struct walk *w, int exact, const ucontext_t *uc) {
   w->verified = NULL;
   w->verified_from = -1;
   w->verified_gen = 0;
+  w->placed = NULL;
+  w->placed_from = 0;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -1232,6 +1275,7 @@ struct repeat_check {
   const struct walk_memo *record; /* NULL: nothing checked */
   int ok_from;
   unsigned gen;
+  int placed_from; /* pcs[placed_from .. record's last] hold its frames */
 };
 
 static inline int memo_repeat(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_t *pcs, int max,
@@ -1253,7 +1297,7 @@ static inline int memo_repeat(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_
   const struct memo_frame *f = m->frames;
   const int last = m->count - 1;
   const uintptr_t top = stack_hi - sizeof(uintptr_t);
-  int ok_from;
+  int ok_from, placed = m->count;
   if (m->top == top) {
     /* memo_verify's loop for this case, writing the frames as it goes:
      * all of them are written when every slot holds. */
@@ -1267,6 +1311,8 @@ static inline int memo_repeat(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_
       pcs[k + 1] = f[k + 1].pc - 1;
       ok_from = k;
     }
+    if (ok_from >= 0)
+      placed = ok_from + 1;
   } else {
     ok_from = memo_verify(m, 0, last + 1, sp, top - sp);
     if (ok_from == 0)
@@ -1283,7 +1329,7 @@ static inline int memo_repeat(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_
     thread_stats.frames_memo += (uint64_t)last;
     thread_stats.walks_repeat++;
   } else {
-    *checked = (struct repeat_check){m, ok_from, tm->gen};
+    *checked = (struct repeat_check){m, ok_from, tm->gen, placed};
   }
   atomic_signal_fence(memory_order_seq_cst);
   memo_busy = 0;
@@ -1294,7 +1340,7 @@ static inline int memo_repeat(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_
  * registers of the caller of the function that owns the record. */
 static int walk_from_record(const uintptr_t *record, uintptr_t *pcs, int max, void *caller_ret,
                             int *truncated) {
-  struct repeat_check checked = {NULL, -1, 0};
+  struct repeat_check checked = {NULL, -1, 0, 0};
   if (record[1] == (uintptr_t)caller_ret) {
     int n = memo_repeat(record[1], (uintptr_t)(record + 2), record[0], pcs, max, &checked);
     if (n >= 0) {
@@ -1311,6 +1357,8 @@ static int walk_from_record(const uintptr_t *record, uintptr_t *pcs, int max, vo
   w.verified = checked.record;
   w.verified_from = checked.ok_from;
   w.verified_gen = checked.gen;
+  w.placed = checked.record;
+  w.placed_from = checked.placed_from;
   return walk_run(&w, pcs, max, (uintptr_t)caller_ret, truncated);
 }
 
