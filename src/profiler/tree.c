@@ -249,6 +249,12 @@ struct igprof_node *igprof_tree_push(const uintptr_t *pcs, int n, int truncated)
   if (truncated && shared > 0) i = 1;
   {
     const uintptr_t *cached = t->cache_pcs, *frame = pcs + (n - 1) - (i - (truncated ? 1 : 0));
+    /* Four frames a step while all four match, then one at a time. */
+    while (i + 4 <= shared && ((cached[i] ^ frame[0]) | (cached[i + 1] ^ frame[-1]) |
+                               (cached[i + 2] ^ frame[-2]) | (cached[i + 3] ^ frame[-3])) == 0) {
+      i += 4;
+      frame -= 4;
+    }
     while (i < shared && cached[i] == *frame) {
       ++i;
       --frame;

@@ -277,6 +277,25 @@ static void test_tree(void)
   struct igprof_node *top = leaf;
   while (top->parent != igprof_tree_root()) top = top->parent;
   CHECK(top->pc == IGPROF_PC_TRUNCATED && leaf->pc == pcs[0], "truncation marker at the root");
+  /* Long stacks that share all but one frame with the stack pushed just
+   * before (any depth: inside or at the end of a block the shared-prefix
+   * compare takes at once), with and without truncation: the leaf's path
+   * is the stack pushed, frame by frame. */
+  for (int trunc = 0; trunc <= 1; ++trunc)
+    for (int d = 0; d < 21; ++d)
+      for (int pass = 0; pass < 3; ++pass) {
+        uintptr_t stack[21];
+        int len = 21 - (pass == 2 ? d % 3 : 0); /* shorter too, as stacks come */
+        for (int k = 0; k < len; ++k) stack[k] = 0x70000 + (uintptr_t) (len - 1 - k) * 16;
+        if (pass == 1 && d < len) stack[len - 1 - d] += 8; /* depth d from the outside differs */
+        struct igprof_node *node = igprof_tree_push(stack, len, trunc);
+        int k = 0;
+        for (; node && node != igprof_tree_root() && k < len; ++k, node = node->parent)
+          if (node->pc != stack[k]) break;
+        if (trunc && node && k == len) node = node->pc == IGPROF_PC_TRUNCATED ? node->parent : NULL;
+        CHECK(k == len && node == igprof_tree_root(), "trunc %d, depth %d, pass %d: path differs at frame %d", trunc, d,
+              pass, k);
+      }
   igprof_tree_reset_counters(1u << tree_counter);
   ticks = value = 0;
   memset(per_depth, 0, sizeof per_depth);
