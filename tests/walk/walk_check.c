@@ -116,22 +116,10 @@ static void compare(const char *kind, const uintptr_t *fast, int n_fast, int tru
   }
 }
 
-/* With a frame pointer of its own, like a hook replacement: its frame
- * record gives its caller's registers (igprof_walk_fast_from_frame, the
- * memory hooks' way in, which alone tries a walk as a repeat of the record
- * filed under its start). */
-__attribute__((noinline, optimize("no-omit-frame-pointer"))) void check_here(void) {
-  /* on the stack: signal handlers nest */
-  uintptr_t fast[MAX_FRAMES], by_frame[MAX_FRAMES], ref[MAX_FRAMES];
+__attribute__((noinline)) void check_here(void) {
+  uintptr_t fast[MAX_FRAMES], ref[MAX_FRAMES]; /* on the stack: signal handlers nest */
   void *caller_ret = __builtin_return_address(0);
-  int trunc_fast, trunc_frame = 0, trunc_ref;
-  /* What the last walk left in a buffer would often be right: the walker
-   * must write every frame it returns. The frame walk goes first: it then
-   * meets the record of the last capture, not of the walk just before. */
-  memset(by_frame, 0xa5, sizeof by_frame);
-  int n_frame = igprof_walk_fast_from_frame(by_frame, MAX_FRAMES, caller_ret,
-                                            __builtin_frame_address(0), &trunc_frame);
-  memset(fast, 0xa5, sizeof fast);
+  int trunc_fast, trunc_ref;
   int n_fast = igprof_walk_fast_from_hook(fast, MAX_FRAMES, caller_ret, &trunc_fast);
 
   unw_context_t ctx;
@@ -147,8 +135,6 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) void check_here(voi
   }
   int n_ref = reference_walk(&c, ref, MAX_FRAMES, 0, &trunc_ref);
   compare("hook", fast, n_fast, trunc_fast, ref, n_ref, trunc_ref);
-  if (n_frame >= 0) /* -1: no frame record on this architecture */
-    compare("hook frame", by_frame, n_frame, trunc_frame, ref, n_ref, trunc_ref);
   atomic_fetch_add(&points_hook, 1);
 }
 
