@@ -820,8 +820,6 @@ __attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo 
   int fits = tail - 1 <= max - n;
   int from = w->verified == prev ? w->verified_from : last + 1;
   int ok_from, copied = 0;
-  /* Outer frames still to write: those below placed_from (see struct walk). */
-  int write_to = w->placed == prev && i == p ? w->placed_from - 1 : last;
   if (from == last + 1 && fits && prev->top == top && f[p].sp >= lo) {
     /* Nothing checked yet, every slot readable (memo_verify's fast case),
      * and all the outer frames fit: the check writes each frame as it
@@ -854,15 +852,13 @@ __attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo 
   int copy = fits ? tail - 1 : max - n; /* outer frames that fit in pcs */
   if (!fits)
     end = RUN_FULL;
-  if (copied) {
+  /* The frames outward of p are already in pcs, each at its own index, if
+   * this check or memo_repeat's (see struct walk) wrote them. */
+  if (copied || (w->placed == prev && i == p && w->placed_from <= p + 1)) {
     n += copy;
   } else {
-    int w_end = write_to - p < copy ? write_to - p : copy;
-    if (w_end < 0)
-      w_end = 0;
-    for (int k = 1; k <= w_end; k++)
+    for (int k = 1; k <= copy; k++)
       pcs[n++] = f[p + k].pc - 1;
-    n += copy - w_end;
   }
   const struct frame_regs at = {f[p + copy].pc, f[p + copy].sp, f[p + copy].fp};
   struct walk_memo *cur = w->cur, *rec = prev;
