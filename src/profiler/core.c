@@ -234,6 +234,7 @@ static void read_identity(void)
   ssize_t n = readlink("/proc/self/exe", igprof_state.exe, sizeof igprof_state.exe - 1);
   igprof_state.exe[n > 0 ? n : 0] = 0;
   igprof_state.pid = (pid_t) syscall(SYS_getpid);
+  if (!getcwd(igprof_state.start_dir, sizeof igprof_state.start_dir)) igprof_state.start_dir[0] = 0;
 }
 
 int igprof_safety_start(void);

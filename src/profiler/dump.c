@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,11 +53,16 @@ void igprof_expand_name(char *dst, size_t cap, const char *pattern)
   dst[n < cap ? n : cap - 1] = 0;
 }
 
+/* The program's part of a default name: at most 200 bytes, so that
+ * "igprof.<program>.<pid>-<n>.<checkpoint>.gz" stays within NAME_MAX however
+ * long argv[0] is. */
+#define PROGRAM_NAME_MAX 200
+
 static void final_name(char *dst, size_t cap)
 {
   if (igprof_config.output[0]) igprof_expand_name(dst, cap, igprof_config.output);
-  else igprof_format(dst, cap, "igprof.%s.%d%s", igprof_state.program, (int) igprof_state.pid,
-                     igprof_config.gzip ? ".gz" : "");
+  else igprof_format(dst, cap, "igprof.%.*s.%d%s", PROGRAM_NAME_MAX, igprof_state.program,
+                     (int) igprof_state.pid, igprof_config.gzip ? ".gz" : "");
 }
 
 /* name + ".<tag>", keeping a trailing ".gz" last. */
@@ -77,7 +83,9 @@ static void numbered(char *dst, size_t cap, const char *name, int n)
 
 /* Move tmp to name without replacing an existing file; on a clash (another
  * process with the same -o name, or an earlier image of this pid before an
- * exec) try name-2, name-3, ... The chosen name goes back into name. */
+ * exec) try name-2, name-3, ... The chosen name goes back into name. Neither
+ * call follows a symlink planted at the name: rename and link replace or
+ * refuse the name itself. */
 static int publish(const char *tmp, char *name, size_t cap)
 {
   char candidate[IGPROF_PATH_MAX];
@@ -98,6 +106,53 @@ static int publish(const char *tmp, char *name, size_t cap)
   }
   errno = EEXIST;
   return -1;
+}
+
+/* Create the temporary file a dump is written to, in the directory of
+ * `target`: ".igprof-tmp.<pid>.<n>", hidden, so that a dump cut short by
+ * SIGKILL never matches the "igprof.prog.*" glob its readers use. It is made
+ * with O_EXCL | O_NOFOLLOW: in a shared directory a name someone planted
+ * (a symlink to a file of root's) is never opened, the next n is tried. */
+static int create_temporary(const char *target, char *tmp, size_t cap)
+{
+  const char *slash = strrchr(target, '/');
+  int dir_len = slash ? (int) (slash - target + 1) : 0;
+  static _Atomic unsigned sequence;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    igprof_format(tmp, cap, "%.*s.igprof-tmp.%d.%u", dir_len, target, (int) igprof_state.pid,
+                  atomic_fetch_add(&sequence, 1));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  errno = EEXIST;
+  return -1;
+}
+
+/* Where a relative name goes: the directory the process started in (so a
+ * program that later changes directory, or a daemon() child in "/", still
+ * writes next to where it was run), then its current directory, then
+ * $TMPDIR or /tmp. An absolute name goes where it says first, then the
+ * same fallbacks with its last component. */
+static int candidate_path(int k, const char *name, char *out, size_t cap)
+{
+  const char *base = strrchr(name, '/');
+  base = base ? base + 1 : name;
+  const char *tmpdir = igprof_getenv("TMPDIR");
+  if (!tmpdir || tmpdir[0] != '/') tmpdir = "/tmp";
+  const char *dir;
+  switch (k) {
+  case 0:
+    if (name[0] == '/' || !igprof_state.start_dir[0]) { igprof_format(out, cap, "%s", name); return 1; }
+    dir = igprof_state.start_dir;
+    base = name;
+    break;
+  case 1: dir = NULL; break;
+  case 2: dir = tmpdir; break;
+  default: return 0;
+  }
+  if (k == 1 && name[0] != '/' && !igprof_state.start_dir[0]) return 0; /* case 0 was the cwd */
+  size_t need = dir ? igprof_format(out, cap, "%s/%s", dir, base) : igprof_format(out, cap, "%s", base);
+  return need < cap;
 }
 
 /* ---------------------------------------------------------------- */
@@ -579,9 +634,61 @@ static int write_dump(struct dump_ctx *d, int fd)
 /* Entry points                                                      */
 /* ---------------------------------------------------------------- */
 
+/* Write the dump to a file: a temporary name, then renamed into place.
+ * When the directory cannot be written (removed while the program ran, made
+ * read-only), the next place candidate_path gives is tried, and the user is
+ * told where the dump went. `target` gets the name used. */
+static int dump_to_file(struct dump_ctx *d, char *target, size_t cap)
+{
+  char name[IGPROF_PATH_MAX], path[IGPROF_PATH_MAX], tmp[IGPROF_PATH_MAX + 64], first[IGPROF_PATH_MAX];
+  int rc = ENOENT, first_rc = 0;
+  igprof_format(name, sizeof name, "%s", target);
+  first[0] = 0;
+  for (int k = 0; k < 3; ++k) {
+    if (!candidate_path(k, name, path, sizeof path) || (k > 0 && strcmp(path, first) == 0)) continue;
+    int fd = create_temporary(path, tmp, sizeof tmp);
+    if (fd < 0) {
+      rc = errno;
+      if (!first[0]) { igprof_format(first, sizeof first, "%s", path); first_rc = rc; }
+      continue;
+    }
+    rc = write_dump(d, fd);
+    if (close(fd) != 0 && !rc) rc = errno;
+    if (!rc && publish(tmp, path, sizeof path) != 0) rc = errno;
+    if (rc) unlink(tmp);
+    if (!rc && first[0])
+      igprof_warn("cannot write %s (%s): dump written to %s instead", first,
+                  strerrorname_np(first_rc) ? strerrorname_np(first_rc) : "error", path);
+    igprof_format(target, cap, "%s", path);
+    return rc;
+  }
+  if (first[0]) igprof_format(target, cap, "%s", first);
+  return first_rc ? first_rc : rc;
+}
+
+/* Write the dump into `command`'s stdin. A command that fails or ends
+ * early must not take the program with it: SIGPIPE is held back around the
+ * writes, and the one an EPIPE raised is taken back. */
+static int dump_to_command(struct dump_ctx *d, const char *command)
+{
+  int fd;
+  pid_t child = spawn_command(command, &fd, &d->scratch);
+  if (child < 0) return errno;
+  struct igprof_pipe_guard guard;
+  igprof_pipe_guard_begin(&guard);
+  int rc = write_dump(d, fd);
+  igprof_pipe_guard_end(&guard, rc == EPIPE);
+  close(fd);
+  int status;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+    ;
+  if (!rc && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) rc = ECHILD;
+  return rc;
+}
+
 int igprof_dump(enum igprof_dump_kind kind, const char *name, const char *why)
 {
-  char target[IGPROF_PATH_MAX], tmp[IGPROF_PATH_MAX + 64];
+  char target[IGPROF_PATH_MAX];
   int saved_errno = errno;
   pthread_mutex_lock(&dump_lock);
   if (name && name[0]) {
@@ -605,29 +712,10 @@ int igprof_dump(enum igprof_dump_kind kind, const char *name, const char *why)
   if (!d) { rc = ENOMEM; goto out; }
   d->scratch = scratch;
 
-  if (target[0] == '|') {
-    int fd;
-    pid_t child = spawn_command(target + 1, &fd, &d->scratch);
-    if (child < 0) { rc = errno; }
-    else {
-      rc = write_dump(d, fd);
-      close(fd);
-      int status;
-      while (waitpid(child, &status, 0) < 0 && errno == EINTR)
-        ;
-    }
-  } else {
-    igprof_format(tmp, sizeof tmp, "%s.igprof-tmp.%d", target, (int) igprof_state.pid);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) { rc = errno; }
-    else {
-      rc = write_dump(d, fd);
-      if (close(fd) != 0 && !rc) rc = errno;
-      if (!rc && publish(tmp, target, sizeof target) != 0) rc = errno;
-      if (rc) unlink(tmp);
-    }
-  }
-  if (rc) igprof_warn("could not write dump %s: %s", target, strerrorname_np(rc) ? strerrorname_np(rc) : "error");
+  if (target[0] == '|') rc = dump_to_command(d, target + 1);
+  else rc = dump_to_file(d, target, sizeof target);
+  if (rc == ECHILD) igprof_warn("dump command '%s' failed: the dump may be incomplete", target + 1);
+  else if (rc) igprof_warn("could not write dump %s: %s", target, strerrorname_np(rc) ? strerrorname_np(rc) : "error");
   else {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     long us = (long) ((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000);
@@ -643,16 +731,35 @@ out:
   return rc ? -1 : 0;
 }
 
+/* 0: not started; 1: being written; 2: written (or given up). A thread that
+ * finds another one writing the final dump (a signal that ends the process
+ * arriving in a second thread while the first one is in exit) waits for it,
+ * or its own death would cut the dump short. */
+static _Atomic int final_state;
+static _Atomic pid_t final_writer;
+
 void igprof_final_dump(const char *why)
 {
   if (!igprof_is_own_process()) return;
   if (!igprof_counter_count()) return; /* only the tracer runs: no profile, it traces to the end */
   int expected = 1;
-  if (!atomic_compare_exchange_strong(&igprof_state.active, &expected, 0)) return;
+  if (!atomic_compare_exchange_strong(&igprof_state.active, &expected, 0)) {
+    pid_t me = (pid_t) syscall(SYS_gettid);
+    /* Up to 60 s: the writer may wait for something this thread holds (the
+     * loader lock, in a dlopen it interrupted) and must not hang the exit. */
+    for (int i = 0; i < 60000 && atomic_load(&final_state) == 1 && atomic_load(&final_writer) != me; ++i) {
+      struct timespec ms = {0, 1000000};
+      nanosleep(&ms, NULL);
+    }
+    return;
+  }
+  atomic_store(&final_writer, (pid_t) syscall(SYS_gettid));
+  atomic_store(&final_state, 1);
   for (struct igprof_module *const *m = igprof_modules_begin(); m < igprof_modules_end(); ++m)
     if (*m && (*m)->enabled && (*m)->before_final_dump) (*m)->before_final_dump();
   igprof_dumper_flush();
   igprof_dump(IGPROF_DUMP_FINAL, NULL, why);
+  atomic_store(&final_state, 2);
 }
 
 void igprof_dump_fork_prepare(void) { pthread_mutex_lock(&dump_lock); }
@@ -661,6 +768,7 @@ void igprof_dump_fork_child(void)
 {
   pthread_mutex_init(&dump_lock, NULL);
   checkpoint_seq = 0;
+  atomic_store(&final_state, 0);
 }
 
 /* The application's way to ask for a dump (inventory §2.4); dlsym-able. */

@@ -6,6 +6,9 @@
 #include "dump_format.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -227,4 +230,27 @@ void igprof_out_name(struct igprof_out *o, const char *s)
     igprof_out_bytes(o, esc, n);
     ++s;
   }
+}
+
+void igprof_pipe_guard_begin(struct igprof_pipe_guard *g)
+{
+  sigset_t pipe_only, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  syscall(SYS_rt_sigprocmask, SIG_BLOCK, &pipe_only, &g->old, _NSIG / 8);
+  g->was_pending = syscall(SYS_rt_sigpending, &pending, _NSIG / 8) == 0 && sigismember(&pending, SIGPIPE);
+}
+
+void igprof_pipe_guard_end(struct igprof_pipe_guard *g, int got_epipe)
+{
+  if (got_epipe && !g->was_pending) {
+    sigset_t pipe_only;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    struct timespec zero = {0, 0};
+    int saved = errno;
+    syscall(SYS_rt_sigtimedwait, &pipe_only, NULL, &zero, _NSIG / 8);
+    errno = saved;
+  }
+  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &g->old, NULL, _NSIG / 8);
 }

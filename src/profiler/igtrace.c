@@ -61,7 +61,7 @@ static void usage(FILE *f)
              "-r ::libz drops events with a frame in a library whose path contains libz;\n"
              "-r free drops FREE lines. Fields match as substrings.\n"
              "Output goes to a copy of stderr taken at start-up, one write per event.\n"
-             "Exit status: the program's; 128+N if it died from signal N; 127 if not found.\n"
+             "igtrace execs the program: its exit status or death by a signal is igtrace's.\n"
              "See docs/igtrace.md.\n");
 }
 
@@ -93,12 +93,10 @@ int main(int argc, char **argv)
     FILE *f = fopen(output, "w");
     if (!f) launch_die(2, "-o %s: cannot write: %m", output);
     fclose(f);
-  } else if (output) {
-    char *dir = strdup(output), *slash = strrchr(dir, '/');
-    if (slash) *slash = 0; /* absolute_paths made it absolute: there is a slash */
-    if (access(dir[0] ? dir : "/", W_OK | X_OK) != 0) launch_die(2, "-o %s: cannot write in %s: %m", output, dir);
-    free(dir);
+  } else {
+    launch_check_output_dir("-o", output);
   }
+  launch_check_program(program);
   if (setenv("IGTRACE", text, 1) != 0) launch_die(2, "cannot set IGTRACE");
   launch_preload(lib);
   return launch_run(program, argc - i, argv + i);

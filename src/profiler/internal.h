@@ -36,10 +36,30 @@ void igprof_module_span(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_
 
 struct igprof_node;
 
+/* What a thread is doing, as far as the profiler is concerned (the guard).
+ * BUSY is the profiler's own work: its per-thread buffers are in use and it
+ * may hold a lock (a live-table shard, the dump lock), so nothing of the
+ * profiler may run again on this thread, and a signal that would make it
+ * dump is held back until the work is done (signals.c). THROUGH is a hook
+ * running the original function (or the process ending after its final
+ * dump): the profiler's data is consistent and it holds no lock, so a dump
+ * may run, but hooks still pass straight through (inner calls of the
+ * original are not the application's). */
+enum igprof_guard { IGPROF_GUARD_OFF = 0, IGPROF_GUARD_BUSY = 1, IGPROF_GUARD_THROUGH = 2 };
+
+/* Signals held back while the thread was BUSY, delivered again when it
+ * leaves the profiler (signals.c). Two keep their siginfo; more are rare. */
+#define IGPROF_DEFERRED_SLOTS 2
+struct igprof_deferred {
+  uint64_t pending;             /* bit (sig - 1) for each signal held back */
+  int sig[IGPROF_DEFERRED_SLOTS];
+  siginfo_t info[IGPROF_DEFERRED_SLOTS];
+};
+
 /* Lives in initial-exec TLS, so touching it never allocates or takes the
  * loader lock, in a hook or in a signal handler. */
 struct igprof_thread {
-  int guard;                    /* non-zero while the thread is inside the profiler */
+  int guard;                    /* enum igprof_guard: non-zero inside the profiler */
   int ready;                    /* buffers below allocated */
   char *arena_next, *arena_end; /* this thread's bump chunk (arena.c) */
   uintptr_t *walk_pcs;          /* igprof_config.depth + slack entries, innermost first */
@@ -48,6 +68,8 @@ struct igprof_thread {
   int cache_depth;
   int walk_capacity;            /* entries in walk_pcs */
   uint64_t walk_failures;       /* hook walks that never met the caller's frame */
+  void *altstack;               /* the signal stack the runtime gave this thread (altstack.c) */
+  struct igprof_deferred deferred;
 };
 
 extern __thread struct igprof_thread igprof_tls __attribute__((tls_model("initial-exec")));
@@ -57,15 +79,37 @@ extern __thread struct igprof_thread igprof_tls __attribute__((tls_model("initia
 static inline int igprof_enter(void)
 {
   if (igprof_tls.guard) return 0;
-  igprof_tls.guard = 1;
+  igprof_tls.guard = IGPROF_GUARD_BUSY;
   atomic_signal_fence(memory_order_seq_cst);
   return 1;
 }
 
+/* Deliver again the signals held back while this thread was BUSY. */
+void igprof_signals_redeliver(void);
+
 static inline void igprof_leave(void)
 {
   atomic_signal_fence(memory_order_seq_cst);
-  igprof_tls.guard = 0;
+  igprof_tls.guard = IGPROF_GUARD_OFF;
+  atomic_signal_fence(memory_order_seq_cst);
+  if (IGPROF_UNLIKELY(igprof_tls.deferred.pending)) igprof_signals_redeliver();
+}
+
+/* Around a hook's call of the original function (guard held): the thread is
+ * not doing the profiler's work meanwhile, so a fatal signal there (abort()
+ * inside free on a double free, a fault inside the original) still dumps. */
+static inline void igprof_through_begin(void)
+{
+  atomic_signal_fence(memory_order_seq_cst);
+  igprof_tls.guard = IGPROF_GUARD_THROUGH;
+  atomic_signal_fence(memory_order_seq_cst);
+}
+
+static inline void igprof_through_end(void)
+{
+  atomic_signal_fence(memory_order_seq_cst);
+  igprof_tls.guard = IGPROF_GUARD_BUSY;
+  atomic_signal_fence(memory_order_seq_cst);
 }
 
 /* Allocate this thread's walk and cache buffers if not done yet. Call with
@@ -102,6 +146,8 @@ struct igprof_state {
   char invocation[1024];  /* program_invocation_name at start-up (a program may later
                            * overwrite its argv area, e.g. to set its title) */
   char exe[IGPROF_PATH_MAX]; /* /proc/self/exe at start-up */
+  char start_dir[IGPROF_PATH_MAX]; /* the working directory at start-up ("" if unknown):
+                                    * where relative dump names go (dump.c) */
   double tick_period;     /* T= in the dump header (0 unless a sampler sets it) */
 };
 
@@ -375,6 +421,19 @@ void igprof_out_shex(struct igprof_out *o, int64_t v);      /* '-' then hex if n
 void igprof_out_dec(struct igprof_out *o, uint64_t v);
 void igprof_out_name(struct igprof_out *o, const char *s);  /* dump_format.h escape */
 
+/* Writing into a pipe whose reader may be gone (a `|command` dump, a trace
+ * piped into `head`) must not kill the program with SIGPIPE: begin blocks
+ * SIGPIPE in this thread (raw system calls, not the application's hooked
+ * sigprocmask); end, told whether a write failed with EPIPE, takes back the
+ * SIGPIPE that write raised (unless one was already pending) and restores
+ * the mask. */
+struct igprof_pipe_guard {
+  sigset_t old;
+  int was_pending;
+};
+void igprof_pipe_guard_begin(struct igprof_pipe_guard *g);
+void igprof_pipe_guard_end(struct igprof_pipe_guard *g, int got_epipe);
+
 /* ------------------------------------------------------------------ */
 /* Signals the profiler owns                                           */
 /* ------------------------------------------------------------------ */
@@ -396,6 +455,12 @@ int igprof_signal_own(int sig, igprof_signal_fn fn, int unblock);
 /* Apply the application's disposition to a signal we received: run its
  * handler, or for SIG_DFL reset the kernel action and re-raise. */
 void igprof_signal_chain(int sig, siginfo_t *si, void *uc);
+/* An owned signal that arrives while its thread is BUSY (see enum
+ * igprof_guard) is held back and delivered again, with its siginfo, when the
+ * thread leaves the profiler: for the signals whose callback dumps (the
+ * fatal ones), which must not run over the profiler's half-done work or a
+ * lock this thread holds. A fault the kernel raises cannot wait. */
+void igprof_signal_defer_while_busy(int sig);
 
 /* ------------------------------------------------------------------ */
 /* Dumps                                                               */

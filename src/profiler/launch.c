@@ -3,7 +3,10 @@
 #include "launch.h"
 #include "options.h"
 
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -11,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define LIBRARY_RELATIVE "/../lib/igprof/libigprof.so"
@@ -154,43 +156,158 @@ void launch_preload(const char *lib)
   free(joined);
 }
 
-static pid_t child_pid;
-
-static void forward(int sig)
-{
-  if (child_pid > 0) kill(child_pid, sig);
-}
-
+/* The launcher becomes the program: exec, no child. The program keeps the
+ * pid the user started (kill, timeout, a job-control shell and -S's
+ * `kill -USR1 <pid>` reach it directly, each signal once), and its death or
+ * exit status is reported by whoever waits for it exactly as without igprof. */
 int launch_run(const char *program, int argc, char **argv)
 {
   fflush(NULL);
-  child_pid = fork();
-  if (child_pid < 0) launch_die(2, "cannot fork: %s", strerror(errno));
-  if (child_pid == 0) {
-    execv(program, argv);
-    if (errno == ENOEXEC) {
-      /* A script without #!: shells run it with sh. */
-      char **args = calloc((size_t) argc + 2, sizeof *args);
-      args[0] = "sh";
-      args[1] = (char *) program;
-      for (int k = 1; k < argc; ++k) args[k + 1] = argv[k];
-      execv("/bin/sh", args);
+  execv(program, argv);
+  if (errno == ENOEXEC) {
+    /* A script without #!: shells run it with sh. */
+    char **args = calloc((size_t) argc + 2, sizeof *args);
+    if (!args) launch_die(2, "out of memory");
+    args[0] = "sh";
+    args[1] = (char *) program;
+    for (int k = 1; k < argc; ++k) args[k + 1] = argv[k];
+    execv("/bin/sh", args);
+  }
+  int err = errno;
+  launch_die(err == ENOENT ? 127 : 126, "%s: %s", argv[0], strerror(err));
+}
+
+void launch_check_output_dir(const char *flag, const char *path)
+{
+  if (!path || !path[0] || path[0] == '|') return;
+  char *dir = strdup(path);
+  if (!dir) launch_die(2, "out of memory");
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0; /* launch_absolute_paths made it absolute */
+  const char *d = slash ? (dir[0] ? dir : "/") : ".";
+  struct stat st;
+  if (stat(d, &st) != 0) launch_die(2, "%s %s: cannot write in %s: %s", flag, path, d, strerror(errno));
+  if (!S_ISDIR(st.st_mode)) launch_die(2, "%s %s: %s is not a directory", flag, path, d);
+  if (access(d, W_OK | X_OK) != 0) launch_die(2, "%s %s: cannot write in %s: %s", flag, path, d, strerror(errno));
+  free(dir);
+}
+
+/* ---------------------------------------------------------------- */
+/* Programs the runtime cannot be loaded into                        */
+/* ---------------------------------------------------------------- */
+
+#if defined(__x86_64__)
+#define OWN_MACHINE EM_X86_64
+#define OWN_CLASS ELFCLASS64
+#define OWN_ARCH "x86_64"
+#elif defined(__aarch64__)
+#define OWN_MACHINE EM_AARCH64
+#define OWN_CLASS ELFCLASS64
+#define OWN_ARCH "arm64"
+#elif defined(__i386__)
+#define OWN_MACHINE EM_386
+#define OWN_CLASS ELFCLASS32
+#define OWN_ARCH "i386"
+#elif defined(__arm__)
+#define OWN_MACHINE EM_ARM
+#define OWN_CLASS ELFCLASS32
+#define OWN_ARCH "armhf"
+#endif
+
+/* Does the PT_NOTE segment at [off, off+size) hold Go's build-id note? */
+static int has_go_note(int fd, uint64_t off, uint64_t size)
+{
+  unsigned char buf[4096];
+  if (size > sizeof buf) size = sizeof buf;
+  if (pread(fd, buf, size, (off_t) off) != (ssize_t) size) return 0;
+  for (uint64_t p = 0; p + 12 <= size;) {
+    uint32_t namesz, descsz;
+    memcpy(&namesz, buf + p, 4);
+    memcpy(&descsz, buf + p + 4, 4);
+    uint64_t name = p + 12;
+    if (namesz == 3 && name + 3 <= size && memcmp(buf + name, "Go", 3) == 0) return 1;
+    p = name + ((namesz + 3u) & ~3u) + ((descsz + 3u) & ~3u);
+  }
+  return 0;
+}
+
+/* Facts about an ELF executable: whether it asks for a dynamic loader
+ * (PT_INTERP: only then is LD_PRELOAD honoured) and whether it is Go. */
+struct elf_facts {
+  int is_elf, elf_class, machine, has_interp, is_go;
+};
+
+static void read_elf_facts(int fd, struct elf_facts *f)
+{
+  unsigned char ident[EI_NIDENT];
+  memset(f, 0, sizeof *f);
+  if (pread(fd, ident, sizeof ident, 0) != (ssize_t) sizeof ident || memcmp(ident, ELFMAG, SELFMAG) != 0)
+    return;
+  f->is_elf = 1;
+  f->elf_class = ident[EI_CLASS];
+  uint64_t phoff;
+  unsigned phnum, phentsize;
+  if (f->elf_class == ELFCLASS64) {
+    Elf64_Ehdr eh;
+    if (pread(fd, &eh, sizeof eh, 0) != (ssize_t) sizeof eh) return;
+    f->machine = eh.e_machine;
+    phoff = eh.e_phoff, phnum = eh.e_phnum, phentsize = eh.e_phentsize;
+  } else {
+    Elf32_Ehdr eh;
+    if (pread(fd, &eh, sizeof eh, 0) != (ssize_t) sizeof eh) return;
+    f->machine = eh.e_machine;
+    phoff = eh.e_phoff, phnum = eh.e_phnum, phentsize = eh.e_phentsize;
+  }
+  for (unsigned k = 0; k < phnum && k < 256; ++k) {
+    uint64_t type, off, size;
+    if (f->elf_class == ELFCLASS64) {
+      Elf64_Phdr ph;
+      if (phentsize < sizeof ph || pread(fd, &ph, sizeof ph, (off_t) (phoff + (uint64_t) k * phentsize)) != (ssize_t) sizeof ph) return;
+      type = ph.p_type, off = ph.p_offset, size = ph.p_filesz;
+    } else {
+      Elf32_Phdr ph;
+      if (phentsize < sizeof ph || pread(fd, &ph, sizeof ph, (off_t) (phoff + (uint64_t) k * phentsize)) != (ssize_t) sizeof ph) return;
+      type = ph.p_type, off = ph.p_offset, size = ph.p_filesz;
     }
-    fprintf(stderr, "%s: %s: %s\n", launch_tool, argv[0], strerror(errno));
-    _exit(errno == ENOENT ? 127 : 126);
+    if (type == PT_INTERP) f->has_interp = 1;
+    if (type == PT_NOTE && has_go_note(fd, off, size)) f->is_go = 1;
   }
-  /* The terminal sends INT/QUIT to the whole group; others are passed on. */
-  signal(SIGINT, SIG_IGN);
-  signal(SIGQUIT, SIG_IGN);
-  static const int passed[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGWINCH, SIGCONT};
-  for (size_t k = 0; k < sizeof passed / sizeof passed[0]; ++k) signal(passed[k], forward);
-  int status;
-  while (waitpid(child_pid, &status, 0) < 0) {
-    if (errno != EINTR) launch_die(2, "waitpid: %s", strerror(errno));
+}
+
+void launch_check_program(const char *program)
+{
+  int fd = open(program, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return; /* exec reports it */
+  struct elf_facts f;
+  read_elf_facts(fd, &f);
+  if (!f.is_elf) {
+    /* "#!interpreter": the interpreter is what the runtime is loaded into. */
+    char line[PATH_MAX + 3];
+    ssize_t n = pread(fd, line, sizeof line - 1, 0);
+    close(fd);
+    if (n > 2 && line[0] == '#' && line[1] == '!') {
+      line[n] = 0;
+      char *p = line + 2;
+      while (*p == ' ' || *p == '\t') ++p;
+      size_t len = strcspn(p, " \t\n");
+      p[len] = 0;
+      if (p[0] == '/' && strcmp(p, program) != 0) launch_check_program(p);
+    }
+    return;
   }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 2;
+  close(fd);
+#ifdef OWN_MACHINE
+  if (f.elf_class != OWN_CLASS || f.machine != OWN_MACHINE) {
+    fprintf(stderr, "%s: warning: %s is not an " OWN_ARCH " program: the profiler cannot be loaded "
+                    "into it, nothing of it is profiled\n", launch_tool, program);
+    return;
+  }
+#endif
+  if (!f.has_interp)
+    fprintf(stderr, "%s: warning: %s is statically linked%s: the profiler cannot be loaded into it "
+                    "(LD_PRELOAD needs the dynamic loader): nothing of it is profiled, only the "
+                    "dynamically linked programs it starts\n", launch_tool, program,
+            f.is_go ? " (a Go program built without cgo)" : "");
 }
 
 void launch_absolute_paths(int argc, char **argv, const struct launch_option *table, size_t count,

@@ -1,6 +1,6 @@
 /* What the launchers (igprof, igtrace) share: finding the program and the
- * runtime library, and running the program under it as a child whose exit
- * status becomes the launcher's. */
+ * runtime library, checking both, and becoming the program with the runtime
+ * preloaded. */
 #ifndef IGPROF_LAUNCH_H
 #define IGPROF_LAUNCH_H
 
@@ -64,9 +64,20 @@ char *launch_library_path(void);
 /* Add `lib` to LD_PRELOAD, keeping what is there. */
 void launch_preload(const char *lib);
 
-/* Run program with argv (argv[0] as given) and wait: returns its exit
- * status, 128+N for a death by signal N. INT/QUIT are left to the
- * terminal's process group, TERM/HUP/USR1/USR2/ALRM/WINCH/CONT passed on. */
-int launch_run(const char *program, int argc, char **argv);
+/* Become the program (exec, argv[0] as given), so it keeps the launcher's
+ * pid, its signals and its exit status. Returns only by exiting 126/127 like
+ * a shell when it cannot be run. */
+int launch_run(const char *program, int argc, char **argv) __attribute__((noreturn));
+
+/* Exit 2 with a message unless the directory a dump or trace file `path`
+ * (made absolute by launch_absolute_paths) goes to exists and is writable,
+ * so a bad -o fails before the program runs, not after. `|command` passes. */
+void launch_check_output_dir(const char *flag, const char *path);
+
+/* Warn on stderr when the runtime cannot be loaded into `program` (or the
+ * interpreter of a #! script): statically linked (Go without cgo among
+ * them), or built for another architecture. The program still runs: the
+ * processes it starts may be profiled. */
+void launch_check_program(const char *program);
 
 #endif

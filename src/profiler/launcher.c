@@ -4,9 +4,9 @@
  *
  * Turns the options into the $IGPROF string (options.h grammar), adds
  * libigprof.so (found next to this executable: ../lib/igprof/) to
- * LD_PRELOAD, runs the program as a child and exits with its status, a death
- * by signal N becoming 128+N as in a shell. Every option error is reported
- * before anything runs.
+ * LD_PRELOAD and becomes the program (exec): same pid, same signals, same
+ * exit status. Every option error, and an -o directory that cannot be
+ * written, is reported before anything runs.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -75,7 +75,8 @@ static void usage(FILE *f)
   launch_print_options(f, options, NOPTIONS, 32);
   fprintf(f, "Dumps: igprof.<program>.<pid> (.gz with -z) in the current directory, one per\n"
              "process, written at exit, _exit, exec, fatal signals, and on request.\n"
-             "Exit status: the program's; 128+N if it died from signal N; 127 if not found.\n"
+             "igprof execs the program: it keeps igprof's pid, and its exit status or death\n"
+             "by a signal is igprof's. 127: not found, 126: cannot run, 2: igprof's own errors.\n"
              "Read them with igprof-analyse. See docs/running.md.\n");
 }
 
@@ -101,6 +102,8 @@ int main(int argc, char **argv)
   }
   char *lib = launch_library_path();
   char *program = launch_resolve_program(argv[i]);
+  launch_check_output_dir("-o", output);
+  launch_check_program(program);
 
   /* -o FILE names this run's result: an old file of that name is stale.
    * (Dumps never replace files, so it must go before the run.) */

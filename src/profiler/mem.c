@@ -150,6 +150,20 @@ static void *chain_wait(void *const *slot)
   while (!(f = __atomic_load_n(slot, __ATOMIC_ACQUIRE))) sched_yield();
   return f;
 }
+/* A call of the original with the guard held, the thread marked as not
+ * doing the profiler's work meanwhile (internal.h, igprof_through_begin): a
+ * double free that makes free abort, or a fault inside the original, still
+ * dumps. */
+#define THROUGH(call)                                                                     \
+  ({                                                                                      \
+    igprof_through_begin();                                                               \
+    __auto_type through_result_ = (call);                                                 \
+    igprof_through_end();                                                                 \
+    through_result_;                                                                      \
+  })
+#define THROUGH_VOID(call) \
+  do { igprof_through_begin(); call; igprof_through_end(); } while (0)
+
 #define CHAIN(c, name) \
   (__builtin_expect((c)->name != NULL, 1) ? (c)->name \
                                           : (__typeof__((c)->name)) chain_wait((void *const *) &(c)->name))
@@ -158,7 +172,7 @@ static inline void *mem_malloc_body(const struct mem_chain *c, void *caller, con
                                     size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, malloc)(n);
-  void *p = CHAIN(c, malloc)(n);
+  void *p = THROUGH(CHAIN(c, malloc)(n));
   TELL(MALLOC, p, NULL, n, 0, 0);
   return allocated(p, n, caller, frame);
 }
@@ -167,7 +181,7 @@ static inline void *mem_calloc_body(const struct mem_chain *c, void *caller, con
                                     size_t n, size_t m)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, calloc)(n, m);
-  void *p = CHAIN(c, calloc)(n, m);
+  void *p = THROUGH(CHAIN(c, calloc)(n, m));
   TELL(CALLOC, p, NULL, n, m, 0);
   return allocated(p, n * m, caller, frame); /* no overflow: calloc succeeded */
 }
@@ -184,7 +198,7 @@ static inline void mem_free_body(const struct mem_chain *c, void *caller, void *
   uint64_t size;
   int had = forget(p, caller, &node, &size);
   errno = saved;
-  CHAIN(c, free)(p);
+  THROUGH_VOID(CHAIN(c, free)(p));
   /* Counted after the real free: the block left the live table before it,
    * so no other thread can meet it; only the counter update waits. */
   if (had) igprof_counter_release(node, c_live, 1, (int64_t) size); /* leaves errno alone */
@@ -200,7 +214,7 @@ static inline void *mem_resize(const struct mem_chain *c, void *caller, const vo
   uint64_t old_size = 0;
   if (old && IGPROF_UNLIKELY(listener_count)) tell_free(old, caller);
   int had = old && counting && igprof_live_remove((uintptr_t) old, &old_node, &old_size);
-  void *p = array ? CHAIN(c, reallocarray)(old, n, m) : CHAIN(c, realloc)(old, n);
+  void *p = THROUGH(array ? CHAIN(c, reallocarray)(old, n, m) : CHAIN(c, realloc)(old, n));
   int saved = errno;
   if (p) {
     if (had) igprof_counter_release(old_node, c_live, 1, (int64_t) old_size);
@@ -242,7 +256,7 @@ static inline void *mem_memalign_body(const struct mem_chain *c, void *caller, c
                                       size_t align, size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, memalign)(align, n);
-  void *p = CHAIN(c, memalign)(align, n);
+  void *p = THROUGH(CHAIN(c, memalign)(align, n));
   TELL(MEMALIGN, p, NULL, n, 0, align);
   return allocated(p, n, caller, frame);
 }
@@ -251,7 +265,7 @@ static inline void *mem_aligned_alloc_body(const struct mem_chain *c, void *call
                                            size_t align, size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, aligned_alloc)(align, n);
-  void *p = CHAIN(c, aligned_alloc)(align, n);
+  void *p = THROUGH(CHAIN(c, aligned_alloc)(align, n));
   TELL(ALIGNED_ALLOC, p, NULL, n, 0, align);
   return allocated(p, n, caller, frame);
 }
@@ -261,7 +275,7 @@ static inline int mem_posix_memalign_body(const struct mem_chain *c, void *calle
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, posix_memalign)(out, align, n);
   int saved = errno;
-  int rc = CHAIN(c, posix_memalign)(out, align, n);
+  int rc = THROUGH(CHAIN(c, posix_memalign)(out, align, n));
   TELL(POSIX_MEMALIGN, rc == 0 ? *out : NULL, NULL, n, 0, align);
   if (rc == 0) record(*out, n, caller, frame);
   errno = saved; /* posix_memalign reports through its result, never errno */
@@ -273,7 +287,7 @@ static inline void *mem_valloc_body(const struct mem_chain *c, void *caller, con
                                     size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, valloc)(n);
-  void *p = CHAIN(c, valloc)(n);
+  void *p = THROUGH(CHAIN(c, valloc)(n));
   TELL(VALLOC, p, NULL, n, 0, 0);
   return allocated(p, n, caller, frame);
 }
@@ -282,7 +296,7 @@ static inline void *mem_pvalloc_body(const struct mem_chain *c, void *caller, co
                                      size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, pvalloc)(n);
-  void *p = CHAIN(c, pvalloc)(n);
+  void *p = THROUGH(CHAIN(c, pvalloc)(n));
   TELL(PVALLOC, p, NULL, n, 0, 0);
   /* pvalloc hands out whole pages: that is what the caller asked for. */
   return allocated(p, n ? (n + page_size - 1) & ~(page_size - 1) : page_size, caller, frame);

@@ -18,6 +18,9 @@
 #include <unistd.h>
 
 void igprof_signals_before_exec(void);
+void igprof_altstack_start(void);
+void igprof_altstack_thread_start(void);
+void igprof_altstack_thread_exit(void);
 void igprof_signals_exec_failed(void);
 int igprof_signals_start(void);
 
@@ -34,14 +37,22 @@ static void (*real__exit)(int);
 
 static void at_exit(void)
 {
-  igprof_tls.guard = 1;
+  igprof_tls.guard = IGPROF_GUARD_BUSY;
   igprof_final_dump("exit");
+  /* The rest of exit (the program's earlier atexit handlers, stdio) is the
+   * program's: hooks pass through, and a signal ends it as it would. */
+  igprof_tls.guard = IGPROF_GUARD_THROUGH;
+  if (igprof_tls.deferred.pending) igprof_signals_redeliver();
 }
 
 static void hook__exit(int status)
 {
   /* A vfork/posix_spawn child shares our memory: it must not dump. */
-  if (igprof_is_own_process() && igprof_enter()) igprof_final_dump("_exit");
+  if (igprof_is_own_process() && igprof_enter()) {
+    igprof_final_dump("_exit");
+    igprof_tls.guard = IGPROF_GUARD_THROUGH; /* a signal held back during the dump ends it */
+    if (igprof_tls.deferred.pending) igprof_signals_redeliver();
+  }
   real__exit(status);
   __builtin_unreachable();
 }
@@ -58,10 +69,18 @@ static enum igprof_signal_result on_fatal_signal(int sig, siginfo_t *si, void *u
   int fault = (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGTRAP) &&
               si && si->si_code > 0;
   if (app->sa_handler == SIG_IGN && !fault) return IGPROF_SIGNAL_CHAIN;
-  if (igprof_enter()) {
-    igprof_final_dump(sigabbrev_np(sig) ? sigabbrev_np(sig) : "fatal signal");
-    /* keep the guard: the process is about to die */
+  /* BUSY here means a fault inside the profiler's own work (a signal sent
+   * to the process waits for the work to end, see the dispatcher): it may
+   * hold a lock the dump needs, so the process dies without one. */
+  if (igprof_tls.guard == IGPROF_GUARD_BUSY) {
+    if (atomic_load(&igprof_state.active))
+      igprof_warn("%s inside the profiler itself: no dump written", sigabbrev_np(sig) ? sigabbrev_np(sig) : "fault");
+    return IGPROF_SIGNAL_CHAIN;
   }
+  igprof_tls.guard = IGPROF_GUARD_BUSY;
+  igprof_final_dump(sigabbrev_np(sig) ? sigabbrev_np(sig) : "fatal signal");
+  /* the process is about to die: nothing of the profiler runs again */
+  igprof_tls.guard = IGPROF_GUARD_THROUGH;
   return IGPROF_SIGNAL_CHAIN;
 }
 
@@ -89,6 +108,10 @@ static int exec_prepare(int dirfd, const char *path, int flags)
   FOR_EACH_MODULE(m) if (m->before_exec) m->before_exec();
   igprof_final_dump("exec");
   igprof_signals_before_exec();
+  /* The exec itself is the program's: a signal arriving now must act now,
+   * not wait for an exec that would make it vanish. */
+  igprof_through_begin();
+  if (igprof_tls.deferred.pending) igprof_signals_redeliver();
   return 1;
 }
 
@@ -96,6 +119,7 @@ static void exec_failed(int prepared)
 {
   if (!prepared) return;
   int saved = errno;
+  igprof_through_end();
   igprof_signals_exec_failed();
   FOR_EACH_MODULE(m) if (m->exec_failed) m->exec_failed();
   atomic_store(&igprof_state.active, 1);
@@ -151,8 +175,11 @@ static void fork_parent(void)
   if (fork_entered) igprof_leave();
 }
 
+void igprof_signals_fork_child(void);
+
 static void fork_child(void)
 {
+  igprof_signals_fork_child(); /* signals held back during fork were the parent's */
   igprof_state.pid = (pid_t) syscall(SYS_getpid);
   atomic_store(&igprof_threaded, 0); /* the child has only the thread that forked */
   igprof_live_fork_child();
@@ -201,6 +228,7 @@ static void thread_exit(void *value)
   (void) value;
   int entered = igprof_enter();
   FOR_EACH_MODULE(m) if (m->thread_exit) m->thread_exit();
+  igprof_altstack_thread_exit();
   if (entered) igprof_leave();
 }
 
@@ -212,6 +240,7 @@ static void *thread_trampoline(void *p)
   igprof_tls.guard = 1;
   start_put(s);
   igprof_thread_prepare();
+  igprof_altstack_thread_start();
   igprof_walk_thread_init();
   pthread_setspecific(thread_key, (void *) 1);
   FOR_EACH_MODULE(m) if (m->thread_start) m->thread_start();
@@ -356,8 +385,11 @@ int igprof_safety_start(void)
 
   modules_rescan(0);
   igprof_signals_start();
-  for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; ++i)
+  igprof_altstack_start();
+  for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; ++i) {
     if (igprof_signal_own(fatal[i], on_fatal_signal, 0) != 0)
       igprof_warn("cannot watch signal %d: errno %d", fatal[i], errno);
+    igprof_signal_defer_while_busy(fatal[i]);
+  }
   return igprof_dumper_start();
 }

@@ -20,6 +20,7 @@
 struct owned_signal {
   igprof_signal_fn fn;
   int owned, unblock;
+  int defer;           /* held back while the thread is BUSY (igprof_signal_defer_while_busy) */
   struct sigaction app;
 };
 
@@ -40,15 +41,6 @@ static int is_app_handler(const struct sigaction *a)
   return a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN;
 }
 
-static void dispatcher(int sig, siginfo_t *si, void *uc)
-{
-  int saved = errno;
-  struct owned_signal *o = &owned[sig];
-  enum igprof_signal_result r = o->fn ? o->fn(sig, si, uc, &o->app) : IGPROF_SIGNAL_CHAIN;
-  if (r == IGPROF_SIGNAL_CHAIN) igprof_signal_chain(sig, si, uc);
-  errno = saved;
-}
-
 static int default_is_ignore(int sig)
 {
   return sig == SIGCHLD || sig == SIGURG || sig == SIGWINCH || sig == SIGCONT;
@@ -56,6 +48,87 @@ static int default_is_ignore(int sig)
 
 static int is_fault(int sig) {
   return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGTRAP;
+}
+
+/* A fault the kernel raised at the instruction that caused it: returning
+ * from the handler runs that instruction again, so it cannot wait. */
+static int is_kernel_fault(int sig, const siginfo_t *si)
+{
+  return is_fault(sig) && si && si->si_code > 0;
+}
+
+/* ---------------------------------------------------------------- */
+/* Signals held back while the thread is BUSY                        */
+/* ---------------------------------------------------------------- */
+
+static void defer(int sig, const siginfo_t *si)
+{
+  struct igprof_deferred *d = &igprof_tls.deferred;
+  uint64_t bit = 1ull << (sig - 1);
+  if (d->pending & bit) return; /* already held: one pending instance, as the kernel keeps */
+  for (int k = 0; k < IGPROF_DEFERRED_SLOTS; ++k)
+    if (!d->sig[k]) {
+      d->sig[k] = sig;
+      d->info[k] = *si;
+      break;
+    }
+  atomic_signal_fence(memory_order_seq_cst);
+  d->pending |= bit;
+}
+
+/* Queue each held-back signal to this thread again, with its siginfo when a
+ * slot kept it; the kernel delivers it as this system call returns (or when
+ * the application's mask next allows it), and the dispatcher then finds the
+ * thread no longer BUSY. Runs with the guard at THROUGH, so a dump it
+ * triggers can run even from a caller that still holds the guard. */
+void igprof_signals_redeliver(void)
+{
+  struct igprof_deferred *d = &igprof_tls.deferred;
+  int saved_errno = errno, saved_guard = igprof_tls.guard;
+  pid_t pid = (pid_t) syscall(SYS_getpid), tid = (pid_t) syscall(SYS_gettid);
+  igprof_tls.guard = IGPROF_GUARD_THROUGH;
+  while (d->pending) {
+    int sig = __builtin_ctzll(d->pending) + 1;
+    siginfo_t info;
+    int with_info = 0;
+    for (int k = 0; k < IGPROF_DEFERRED_SLOTS; ++k)
+      if (d->sig[k] == sig) {
+        info = d->info[k];
+        d->sig[k] = 0;
+        with_info = 1;
+      }
+    d->pending &= ~(1ull << (sig - 1));
+    atomic_signal_fence(memory_order_seq_cst);
+    if (!with_info || syscall(SYS_rt_tgsigqueueinfo, pid, tid, sig, &info) != 0)
+      syscall(SYS_tgkill, pid, tid, sig);
+  }
+  igprof_tls.guard = saved_guard;
+  errno = saved_errno;
+}
+
+void igprof_signal_defer_while_busy(int sig)
+{
+  if (sig > 0 && sig < NSIG) owned[sig].defer = 1;
+}
+
+/* A forked child starts with no pending signal of its parent's. */
+void igprof_signals_fork_child(void)
+{
+  memset(&igprof_tls.deferred, 0, sizeof igprof_tls.deferred);
+}
+
+static void dispatcher(int sig, siginfo_t *si, void *uc)
+{
+  int saved = errno;
+  struct owned_signal *o = &owned[sig];
+  if (IGPROF_UNLIKELY(igprof_tls.guard == IGPROF_GUARD_BUSY) && o->defer && !is_kernel_fault(sig, si)) {
+    defer(sig, si);
+    errno = saved;
+    return;
+  }
+  enum igprof_signal_result r = o->fn ? o->fn(sig, si, uc, &o->app) : IGPROF_SIGNAL_CHAIN;
+  if (r == IGPROF_SIGNAL_CHAIN) igprof_signal_chain(sig, si, uc);
+  errno = saved;
 }
 
 /* What the kernel gets for owned signal `sig` when the application asks
@@ -74,8 +147,11 @@ static struct sigaction kernel_action(int sig, const struct sigaction *app)
   }
   k.sa_sigaction = dispatcher;
   k.sa_mask = app->sa_mask;
-  k.sa_flags = SA_SIGINFO | SA_ONSTACK | (app->sa_flags & (SA_NODEFER | SA_RESTART));
-  if (!is_app_handler(app)) k.sa_flags |= SA_RESTART; /* our own use must not cause EINTR */
+  /* A program handler runs on the stack its SA_ONSTACK chooses; without one,
+   * the dispatcher runs on the signal stack (altstack.c), where a dump still
+   * fits when the thread overflowed its own stack. */
+  if (is_app_handler(app)) k.sa_flags = SA_SIGINFO | (app->sa_flags & (SA_ONSTACK | SA_NODEFER | SA_RESTART));
+  else k.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART; /* our own use must not cause EINTR */
   return k;
 }
 
@@ -89,12 +165,19 @@ void igprof_signal_chain(int sig, siginfo_t *si, void *uc)
       a->sa_handler = SIG_DFL;
       a->sa_flags = 0;
     }
+    /* The handler is the application's code: outside the profiler, unless
+     * it interrupted the profiler's own work (then its allocations must
+     * not re-enter it). A handler that leaves by siglongjmp leaves the
+     * thread in that state. */
+    int guard = igprof_tls.guard;
+    if (guard == IGPROF_GUARD_THROUGH) igprof_tls.guard = IGPROF_GUARD_OFF;
     if (run.sa_flags & SA_SIGINFO) run.sa_sigaction(sig, si, uc);
     else run.sa_handler(sig);
+    igprof_tls.guard = guard;
     return;
   }
   /* A fault the kernel raised cannot be ignored: it kills like SIG_DFL. */
-  int kernel_fault = is_fault(sig) && si && si->si_code > 0;
+  int kernel_fault = is_kernel_fault(sig, si);
   if (a->sa_handler == SIG_IGN && !kernel_fault) return;
   if (default_is_ignore(sig)) return;
   struct sigaction dfl;

@@ -183,17 +183,14 @@ static int write_all(const char *p, size_t n)
  * taken back, and the trace stops. */
 static void write_to_pipe(const char *p, size_t n)
 {
-  sigset_t pipe_only, old;
-  sigemptyset(&pipe_only);
-  sigaddset(&pipe_only, SIGPIPE);
-  syscall(SYS_rt_sigprocmask, SIG_BLOCK, &pipe_only, &old, _NSIG / 8);
-  if (write_all(p, n) == EPIPE) {
-    struct timespec zero = {0, 0};
-    syscall(SYS_rt_sigtimedwait, &pipe_only, NULL, &zero, _NSIG / 8);
+  struct igprof_pipe_guard guard;
+  igprof_pipe_guard_begin(&guard);
+  int epipe = write_all(p, n) == EPIPE;
+  igprof_pipe_guard_end(&guard, epipe);
+  if (epipe) {
     close(out_fd);
     out_fd = -1;
   }
-  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, _NSIG / 8);
 }
 
 void trace_event_emit(struct trace_event *e)
