@@ -69,6 +69,12 @@ struct igprof_thread {
   int walk_capacity;            /* entries in walk_pcs */
   uint64_t walk_failures;       /* hook walks that never met the caller's frame */
   void *altstack;               /* the signal stack the runtime gave this thread (altstack.c) */
+  /* A block a hook took out of the live table, not yet released from its
+   * node's MEM_LIVE: the original (free, realloc) runs in between. A dump
+   * made on this thread meanwhile (a fatal signal inside the original)
+   * releases it first (igprof_mem_settle), so the dump's figures agree. */
+  struct igprof_node *releasing;
+  uint64_t releasing_size;
   struct igprof_deferred deferred;
 };
 
@@ -361,6 +367,11 @@ struct igprof_alloc_listener {
 /* Register from a module's start(); installs the malloc-family hooks if the
  * memory profiler has not. Up to 4 listeners. Returns 0 or -1. */
 int igprof_mem_listen(const struct igprof_alloc_listener *l);
+
+/* Release the block this thread's hook was freeing when a fatal signal
+ * interrupted the original (see igprof_thread.releasing); before a dump
+ * made from a signal handler on this thread. */
+void igprof_mem_settle(void);
 
 /* ------------------------------------------------------------------ */
 /* Private memory                                                      */

@@ -122,6 +122,26 @@ static int forget(void *ptr, void *caller, struct igprof_node **node, uint64_t *
   return 1;
 }
 
+/* A block out of the live table whose MEM_LIVE release waits for the
+ * original's call (see igprof_thread.releasing). */
+static inline void releasing(struct igprof_node *node, uint64_t size)
+{
+  igprof_tls.releasing_size = size;
+  igprof_tls.releasing = node;
+}
+
+static inline void release(struct igprof_node *node, uint64_t size)
+{
+  igprof_tls.releasing = NULL;
+  igprof_counter_release(node, c_live, 1, (int64_t) size);
+}
+
+void igprof_mem_settle(void)
+{
+  struct igprof_node *node = igprof_tls.releasing;
+  if (node) release(node, igprof_tls.releasing_size);
+}
+
 #define ACTIVE() IGPROF_LIKELY(atomic_load_explicit(&igprof_state.active, memory_order_relaxed))
 
 /* The replacements' bodies, for the chain `c` of the definition that was
@@ -198,10 +218,11 @@ static inline void mem_free_body(const struct mem_chain *c, void *caller, void *
   uint64_t size;
   int had = forget(p, caller, &node, &size);
   errno = saved;
+  if (had) releasing(node, size);
   THROUGH_VOID(CHAIN(c, free)(p));
   /* Counted after the real free: the block left the live table before it,
    * so no other thread can meet it; only the counter update waits. */
-  if (had) igprof_counter_release(node, c_live, 1, (int64_t) size); /* leaves errno alone */
+  if (had) release(node, size); /* leaves errno alone */
   igprof_leave();
 }
 
@@ -214,17 +235,19 @@ static inline void *mem_resize(const struct mem_chain *c, void *caller, const vo
   uint64_t old_size = 0;
   if (old && IGPROF_UNLIKELY(listener_count)) tell_free(old, caller);
   int had = old && counting && igprof_live_remove((uintptr_t) old, &old_node, &old_size);
+  if (had) releasing(old_node, old_size);
   void *p = THROUGH(array ? CHAIN(c, reallocarray)(old, n, m) : CHAIN(c, realloc)(old, n));
   int saved = errno;
   if (p) {
-    if (had) igprof_counter_release(old_node, c_live, 1, (int64_t) old_size);
+    if (had) release(old_node, old_size);
     record(p, size, caller, frame);
   } else if (had && size != 0) {
     /* Failed: the old block is still there, unchanged. */
+    igprof_tls.releasing = NULL;
     igprof_live_insert((uintptr_t) old, old_node, old_size);
   } else if (had) {
     /* realloc(p, 0) freed p. */
-    igprof_counter_release(old_node, c_live, 1, (int64_t) old_size);
+    release(old_node, old_size);
   }
   errno = saved;
   return p;

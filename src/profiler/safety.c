@@ -78,6 +78,7 @@ static enum igprof_signal_result on_fatal_signal(int sig, siginfo_t *si, void *u
     return IGPROF_SIGNAL_CHAIN;
   }
   igprof_tls.guard = IGPROF_GUARD_BUSY;
+  igprof_mem_settle();
   igprof_final_dump(sigabbrev_np(sig) ? sigabbrev_np(sig) : "fatal signal");
   /* the process is about to die: nothing of the profiler runs again */
   igprof_tls.guard = IGPROF_GUARD_THROUGH;
