@@ -1,7 +1,7 @@
 /* The one interface through which the hook engine touches machine code.
  *
  * Every opcode, encoding and reach limit lives behind this header, in one file
- * per architecture (src/arch/x86_64.c, ...). The engine in src/hook decides
+ * per architecture family (src/arch/x86.c, ...). The engine in src/hook decides
  * *what* to do (which window to copy, where the trampoline goes, whether a
  * branch lands in the patch) and asks this layer *how*: decode one
  * instruction, relocate a window of instructions, write a jump, recognise a

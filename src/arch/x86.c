@@ -1,4 +1,5 @@
-/* x86_64 decoder, relocator and writer for the hook engine (see arch.h).
+/* x86 decoder, relocator and writer for the hook engine (see arch.h), for
+ * x86_64 (the 64-bit mode) and i386 (the 32-bit mode) alike.
  *
  * Decoding is Zydis's: lengths, prefixes, ModRM/SIB, VEX/EVEX and the
  * position of every displacement and immediate come from its tables, so no
