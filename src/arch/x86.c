@@ -15,6 +15,13 @@
  *
  * Everything else (endbr64, fs:-relative stack-protector loads, prefixes,
  * AVX...) is position independent and copied byte for byte.
+ *
+ * In the 32-bit mode (i386) a rel32 reaches the whole address space, so every
+ * jump is the 5-byte one and nothing is ever out of reach; there is no
+ * RIP-relative operand. Position-independent i386 code finds its own address
+ * with `call __x86.get_pc_thunk.REG` (or `call 1f; 1: pop REG`): moved into a
+ * trampoline, that call would hand the trampoline's address to the code, so
+ * it is rewritten to load the address the original call would have given.
  */
 #include "arch.h"
 
@@ -23,23 +30,42 @@
 
 #include "message.h"
 
+#if defined(__x86_64__)
+#define X86_64 1
+#define DECODER_MODE ZYDIS_MACHINE_MODE_LONG_64
+#define DECODER_STACK ZYDIS_STACK_WIDTH_64
+#elif defined(__i386__)
+#define X86_64 0
+#define DECODER_MODE ZYDIS_MACHINE_MODE_LEGACY_32
+#define DECODER_STACK ZYDIS_STACK_WIDTH_32
+#else
+#error "x86.c is the backend of x86_64 and i386 only"
+#endif
+
 /* rel32 reach with a margin, so that every byte of a trampoline chunk and of a
  * patch window is covered by the same answer. */
 #define NEAR_LIMIT ((int64_t)0x7fff0000)
 
 #define NEAR_JMP_SIZE 5
-#define FAR_JMP_SIZE 14
+#define FAR_JMP_SIZE (X86_64 ? 14 : NEAR_JMP_SIZE)
 
 size_t arch_patch_size_near(void) { return NEAR_JMP_SIZE; }
 size_t arch_patch_size_far(void) { return FAR_JMP_SIZE; }
 
 static int fits_rel32(int64_t delta) { return delta >= INT32_MIN && delta <= INT32_MAX; }
 
+/* to - from as the displacement a rel32 would hold: in the 32-bit mode the
+ * address arithmetic wraps, so every address is within reach. */
+static int64_t displacement(uintptr_t to, uintptr_t from)
+{
+  return X86_64 ? (int64_t)(to - from) : (int64_t)(int32_t)(to - from);
+}
+
 int arch_near_reachable(uintptr_t from, uintptr_t to, size_t span)
 {
-  int64_t d1 = (int64_t)(to - from);
-  int64_t d2 = (int64_t)(to - (from + span));
-  return d1 > -NEAR_LIMIT && d1 < NEAR_LIMIT && d2 > -NEAR_LIMIT && d2 < NEAR_LIMIT;
+  int64_t d1 = displacement(to, from);
+  int64_t d2 = displacement(to, from + span);
+  return !X86_64 || (d1 > -NEAR_LIMIT && d1 < NEAR_LIMIT && d2 > -NEAR_LIMIT && d2 < NEAR_LIMIT);
 }
 
 uintptr_t arch_near_search_radius(void) { return (uintptr_t)NEAR_LIMIT - 0x100000; }
@@ -49,7 +75,7 @@ static void put_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 
 size_t arch_write_near_jump(void *dst, uintptr_t pc, uintptr_t target)
 {
-  int64_t rel = (int64_t)(target - (pc + NEAR_JMP_SIZE));
+  int64_t rel = displacement(target, pc + NEAR_JMP_SIZE);
   if (!fits_rel32(rel))
     return 0;
   uint8_t *p = dst;
@@ -60,7 +86,8 @@ size_t arch_write_near_jump(void *dst, uintptr_t pc, uintptr_t target)
 
 size_t arch_write_far_jump(void *dst, uintptr_t pc, uintptr_t target)
 {
-  (void)pc;
+  if (!X86_64)
+    return arch_write_near_jump(dst, pc, target); /* rel32 reaches everything */
   uint8_t *p = dst;
   p[0] = 0xff; /* jmp qword [rip+0] */
   p[1] = 0x25;
@@ -77,11 +104,12 @@ size_t arch_write_jump(void *dst, uintptr_t pc, uintptr_t target)
 
 size_t arch_write_pointer_jump(void *dst, uintptr_t pc, uintptr_t slot)
 {
-  int64_t rel = (int64_t)(slot - (pc + 6));
+  /* jmp qword [rip+rel32] on x86_64; jmp dword [abs32] on i386 */
+  int64_t rel = X86_64 ? displacement(slot, pc + 6) : (int64_t)(int32_t)slot;
   if (!fits_rel32(rel))
     return 0;
   uint8_t *p = dst;
-  p[0] = 0xff; /* jmp qword [rip+rel32] */
+  p[0] = 0xff;
   p[1] = 0x25;
   put_u32(p + 2, (uint32_t)(int32_t)rel);
   return 6;
@@ -97,6 +125,13 @@ size_t arch_read_jump(const void *code, uintptr_t pc, uintptr_t *target)
     memcpy(&rel32, p + 1, 4);
     *target = pc + 5 + (intptr_t)rel32;
     return 5;
+  }
+  if (p[0] == 0xff && p[1] == 0x25 && !X86_64) {
+    uint32_t slot, v;
+    memcpy(&slot, p + 2, 4);
+    memcpy(&v, (const void *)(uintptr_t)slot, 4);
+    *target = (uintptr_t)v;
+    return 6;
   }
   if (p[0] == 0xff && p[1] == 0x25) {
     memcpy(&rel32, p + 2, 4);
@@ -116,7 +151,7 @@ size_t arch_read_jump(const void *code, uintptr_t pc, uintptr_t *target)
 size_t arch_inline_jump(const void *code, uintptr_t pc, uintptr_t *target)
 {
   const uint8_t *p = code;
-  if (p[0] == 0xe9 || (p[0] == 0xff && p[1] == 0x25 && memcmp(p + 2, "\0\0\0\0", 4) == 0))
+  if (p[0] == 0xe9 || (X86_64 && p[0] == 0xff && p[1] == 0x25 && memcmp(p + 2, "\0\0\0\0", 4) == 0))
     return arch_read_jump(code, pc, target); /* rel32, or rip+0 with the address inline */
   return 0;
 }
@@ -153,8 +188,8 @@ void arch_write_live_patch(void *at, const void *patch, size_t n)
 
 size_t arch_entry_landing_pad(const void *code)
 {
-  static const uint8_t endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
-  return memcmp(code, endbr64, sizeof endbr64) == 0 ? sizeof endbr64 : 0;
+  static const uint8_t endbr[] = {0xf3, 0x0f, 0x1e, X86_64 ? 0xfa : 0xfb}; /* endbr64 / endbr32 */
+  return memcmp(code, endbr, sizeof endbr) == 0 ? sizeof endbr : 0;
 }
 
 void arch_flush_icache(void *addr, size_t len)
@@ -169,7 +204,7 @@ void arch_flush_icache(void *addr, size_t len)
 static int zydis_decode(const void *code, size_t avail, ZydisDecodedInstruction *insn)
 {
   ZydisDecoder decoder;
-  if (!ZYAN_SUCCESS(ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
+  if (!ZYAN_SUCCESS(ZydisDecoderInit(&decoder, DECODER_MODE, DECODER_STACK)))
     return -1;
   if (avail > ZYDIS_MAX_INSTRUCTION_LENGTH)
     avail = ZYDIS_MAX_INSTRUCTION_LENGTH;
@@ -189,7 +224,7 @@ static int has_rip_operand(const ZydisDecodedInstruction *in)
 static uintptr_t relative_target(const ZydisDecodedInstruction *in, uintptr_t pc)
 {
   int64_t off = has_relative_imm(in) ? in->raw.imm[0].value.s : in->raw.disp.value;
-  return pc + in->length + (uintptr_t)off;
+  return pc + in->length + (uintptr_t)off; /* wraps in the 32-bit mode, as the CPU does */
 }
 
 static int is_flow_end(const ZydisDecodedInstruction *in)
@@ -382,6 +417,32 @@ static enum arch_reloc_status fail(struct reloc_ctx *c, enum arch_reloc_status s
   return st;
 }
 
+/* A call whose only use is to learn its own return address (32-bit
+ * position-independent code): `call 1f; 1: pop REG`, or a call of a PC
+ * thunk `mov (%esp), REG; ret`. Moved, it must produce the *original* return
+ * address `next`: `push imm32` for the first (the pop that follows takes it),
+ * `mov REG, imm32` for the second. Returns the bytes written at p, or 0 for
+ * any other call. Only the 32-bit mode has these (x86_64 uses rip-relative
+ * lea), and only there does an absolute address fit in an imm32. */
+static size_t relocate_pc_call(uint8_t *p, uintptr_t next, uintptr_t target)
+{
+  if (X86_64)
+    return 0;
+  if (target == next) {
+    p[0] = 0x68; /* push imm32 */
+    put_u32(p + 1, (uint32_t)next);
+    return 5;
+  }
+  /* mov REG, [esp] = 8b /r with mod 00, rm 100 (SIB), SIB 24; then ret */
+  const uint8_t *t = (const uint8_t *)target;
+  if (t[0] == 0x8b && (t[1] & 0xc7) == 0x04 && t[2] == 0x24 && t[3] == 0xc3 && ((t[1] >> 3) & 7) != 4) {
+    p[0] = (uint8_t)(0xb8 | ((t[1] >> 3) & 7)); /* mov REG, imm32 */
+    put_u32(p + 1, (uint32_t)next);
+    return 5;
+  }
+  return 0;
+}
+
 /* jmp/call/jcc/loop/jrcxz with a relative immediate. */
 static enum arch_reloc_status relocate_branch(struct reloc_ctx *c, const ZydisDecodedInstruction *in,
                                               const uint8_t *src, uintptr_t pc)
@@ -397,9 +458,11 @@ static enum arch_reloc_status relocate_branch(struct reloc_ctx *c, const ZydisDe
     break;
   case ZYDIS_MNEMONIC_CALL:
     n = 0;
-    if (fits_rel32((int64_t)(target - (here(c) + 5)))) {
+    if ((n = relocate_pc_call(p, pc + in->length, target)) != 0) {
+      /* the original's own address, as the call would have given it */
+    } else if (fits_rel32(displacement(target, here(c) + 5))) {
       p[0] = 0xe8; /* call rel32 */
-      put_u32(p + 1, (uint32_t)(int32_t)(target - (here(c) + 5)));
+      put_u32(p + 1, (uint32_t)(int32_t)displacement(target, here(c) + 5));
       n = 5;
     } else {
       static const uint8_t call_abs[] = {0xff, 0x15, 0x02, 0, 0, 0, /* call [rip+2] */
@@ -439,7 +502,7 @@ static enum arch_reloc_status relocate_branch(struct reloc_ctx *c, const ZydisDe
       cc = in->opcode & 0xf;
     else
       return fail(c, ARCH_RELOC_UNRELOCATABLE, in, pc, "relative form has no relocation");
-    int64_t rel = (int64_t)(target - (here(c) + 6));
+    int64_t rel = displacement(target, here(c) + 6);
     if (fits_rel32(rel)) {
       p[0] = 0x0f; /* jcc rel32 */
       p[1] = (uint8_t)(0x80 | cc);
@@ -457,6 +520,7 @@ static enum arch_reloc_status relocate_branch(struct reloc_ctx *c, const ZydisDe
   return ARCH_RELOC_OK;
 }
 
+#if X86_64
 static unsigned modrm_reg_index(const ZydisDecodedInstruction *in)
 {
   unsigned r = in->raw.modrm.reg;
@@ -522,7 +586,7 @@ static int relocate_through_scratch(struct reloc_ctx *c, const ZydisDecodedInstr
   ZydisDecoder decoder;
   ZydisDecodedInstruction full;
   ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-  ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+  ZydisDecoderInit(&decoder, DECODER_MODE, DECODER_STACK);
   if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, src, in->length, &full, ops)))
     return 0;
   if (uses_register(ops, full.operand_count, ZYDIS_REGISTER_RSP))
@@ -570,7 +634,7 @@ static enum arch_reloc_status relocate_rip_operand(struct reloc_ctx *c,
     return ARCH_RELOC_NO_SPACE;
   if (in->address_width != 64 || in->raw.disp.size != 32)
     return fail(c, ARCH_RELOC_UNRELOCATABLE, in, pc, "32-bit rip-relative address");
-  int64_t disp = (int64_t)(data - (here(c) + in->length));
+  int64_t disp = displacement(data, here(c) + in->length);
   if (fits_rel32(disp)) {
     memcpy(p, src, in->length);
     put_u32(p + in->raw.disp.offset, (uint32_t)(int32_t)disp);
@@ -609,6 +673,16 @@ static enum arch_reloc_status relocate_rip_operand(struct reloc_ctx *c,
   return fail(c, ARCH_RELOC_UNRELOCATABLE, in, pc,
               "rip-relative operand out of +-2GiB of the trampoline");
 }
+
+#else
+static enum arch_reloc_status relocate_rip_operand(struct reloc_ctx *c,
+                                                   const ZydisDecodedInstruction *in,
+                                                   const uint8_t *src, uintptr_t pc)
+{
+  (void)src;
+  return fail(c, ARCH_RELOC_UNRELOCATABLE, in, pc, "rip-relative operand in 32-bit code");
+}
+#endif
 
 /* One source instruction at pc, by its kind of PC-relative operand. */
 static enum arch_reloc_status relocate_one(struct reloc_ctx *c, const ZydisDecodedInstruction *in,
@@ -666,8 +740,9 @@ enum arch_reloc_status arch_relocate(const void *src, uintptr_t src_pc, size_t m
       return ARCH_RELOC_UNDECODABLE;
     }
     uintptr_t pc = src_pc + consumed;
-    if (has_relative_imm(&in))
-      branch_targets[nbranch++] = relative_target(&in, pc);
+    if (has_relative_imm(&in) &&
+        !(in.mnemonic == ZYDIS_MNEMONIC_CALL && relative_target(&in, pc) == pc + in.length))
+      branch_targets[nbranch++] = relative_target(&in, pc); /* (call 1f; 1: is not a branch) */
     enum arch_reloc_status st = relocate_one(&c, &in, code + consumed, pc);
     if (st != ARCH_RELOC_OK)
       return st;
