@@ -114,7 +114,9 @@ def scenario_signals_threads(a):
             # The other threads go on allocating while the dump is written:
             # the dump holds at most what they completed, plus one each.
             check(total <= sum(counts) + 4, f'4 threads: {total} calls dumped, {sum(counts)} completed')
-            check(total >= sum(counts) // 2, f'4 threads: {total} calls dumped, {sum(counts)} completed')
+            # ...and at least what they completed before it started: a quarter
+            # of the final counts leaves room for a slow dump on a loaded machine.
+            check(total >= sum(counts) // 4, f'4 threads: {total} calls dumped, {sum(counts)} completed')
 
 
 def scenario_timeout(a):
