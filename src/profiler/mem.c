@@ -11,8 +11,9 @@
  *   MEM_LIVE   ticks = blocks still live, value = their bytes,
  *              peak = the call path's high-water mark; ;LK lists the blocks
  *
- * The application sees exactly libc's behaviour: same results, same errno
- * (saved around our bookkeeping), nothing recorded for a failed call.
+ * The application sees exactly libc's behaviour: same results, errno exactly
+ * as the original left it on success and on failure (saved after the
+ * original, around our bookkeeping), nothing recorded for a failed call.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -64,10 +65,13 @@ static void tell_alloc(void *ptr, size_t size, void *caller)
     if (listeners[i]->on_alloc) listeners[i]->on_alloc(ptr, size, caller);
 }
 
+/* Before the original runs (free, realloc): errno kept for it. */
 static void tell_free(void *ptr, void *caller)
 {
+  int saved = errno;
   for (int i = 0; i < listener_count; ++i)
     if (listeners[i]->on_free) listeners[i]->on_free(ptr, caller);
+  errno = saved;
 }
 
 static void tell_call(enum igprof_alloc_fn fn, void *result, void *old, size_t n, size_t m,
@@ -297,11 +301,12 @@ static inline int mem_posix_memalign_body(const struct mem_chain *c, void *calle
                                           void **out, size_t align, size_t n)
 {
   if (!ACTIVE() || !igprof_enter()) return CHAIN(c, posix_memalign)(out, align, n);
-  int saved = errno;
   int rc = THROUGH(CHAIN(c, posix_memalign)(out, align, n));
+  /* errno as the original left it: glibc sets ENOMEM on some failures too. */
+  int saved = errno;
   TELL(POSIX_MEMALIGN, rc == 0 ? *out : NULL, NULL, n, 0, align);
   if (rc == 0) record(*out, n, caller, frame);
-  errno = saved; /* posix_memalign reports through its result, never errno */
+  errno = saved;
   igprof_leave();
   return rc;
 }

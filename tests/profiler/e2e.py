@@ -478,6 +478,45 @@ def scenario_sample(a):
     eq(leaf_stack(d, 'strdup')[:4], ['strdup', 'add_word', 'read_text', 'main'], 'strdup stack')
 
 
+def allocators(a, *names):
+    """{name: library} of the allocators a scenario runs with; a missing one fails."""
+    for name in names:
+        check(name in a.allocator, f'{name} not found at build time: run scripts/deps.sh, then cmake again')
+    return {n: a.allocator[n] for n in names if n in a.allocator}
+
+
+def same_output(r, native, what):
+    """The same exit status and stdout as the native run, line by line."""
+    eq(r.returncode, native.returncode, f'{what}: exit status')
+    got, want = r.stdout.splitlines(), native.stdout.splitlines()
+    diff = [f'{g!r} instead of {w!r}' for g, w in zip(got, want) if g != w]
+    check(not diff and len(got) == len(want),
+          f'{what}: stdout differs from the native run ({len(got)} lines, {len(want)} expected): {diff[:3]}')
+
+
+def scenario_errno(a):
+    # Every malloc-family function's results and errno, on failure and on
+    # success, exactly as without the profiler: with glibc's allocator and
+    # with each other allocator preloaded, under -mp and under the tracer.
+    prog = os.path.join(os.path.abspath(a.progs), 'allocerrno')
+    native = run([prog])
+    eq(native.returncode, 0, 'native run')
+    check('posix_memalign(64,SIZE_MAX): rc=12 - errno=12\n' in native.stdout,
+          f'glibc sets errno on this posix_memalign failure: {native.stdout!r}')
+    for mode in (['-mp'], ['-mp', '-mo', 'include']):
+        r = run([a.igprof] + mode + [prog])
+        same_output(r, native, f'{mode}: results and errno')
+    igtrace = os.path.join(os.path.dirname(a.igprof), 'igtrace')
+    r = run([igtrace, '-tm', '-o', 'trace.%p', prog])
+    same_output(r, native, 'igtrace -tm: results and errno')
+    for name, lib in allocators(a, 'jemalloc', 'tcmalloc', 'tcmalloc_minimal', 'mimalloc').items():
+        env = dict(os.environ, LD_PRELOAD=lib)
+        native = run([prog], env=env)
+        eq(native.returncode, 0, f'{name}: native run')
+        r = run([a.igprof, '-mp', prog], env=env)
+        same_output(r, native, f'{name}: results and errno under -mp')
+
+
 SCENARIOS = {k[len('scenario_'):].replace('_', '-'): v for k, v in globals().items() if k.startswith('scenario_')}
 
 
@@ -485,8 +524,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--bin', required=True)
     ap.add_argument('--progs', required=True)
+    ap.add_argument('--allocator', action='append', default=[], metavar='NAME=LIBRARY',
+                    help='another malloc found at build time (repeatable)')
     ap.add_argument('scenario', choices=sorted(SCENARIOS))
     a = ap.parse_args()
+    a.allocator = dict(x.split('=', 1) for x in a.allocator)
     a.igprof = os.path.join(os.path.abspath(a.bin), 'igprof')
     a.lib = os.path.abspath(os.path.join(a.bin, '..', 'lib', 'igprof', 'libigprof.so'))
     a.memtest = os.path.join(os.path.abspath(a.progs), 'memtest')
