@@ -35,7 +35,13 @@
 #include "check.h"
 #include "hook.h"
 
-void *_Znwm(unsigned long n);
+/* operator new(size_t): its mangled name spells size_t's type. */
+#if __SIZEOF_SIZE_T__ == 8
+#define OPERATOR_NEW _Znwm
+#else
+#define OPERATOR_NEW _Znwj
+#endif
+void *OPERATOR_NEW(size_t n);
 void _ZdlPv(void *p);
 
 /* ---- markers: arguments only the workload passes ------------------------ */
@@ -156,7 +162,7 @@ static int cmp_int(const void *a, const void *b)
   X(crc32, uLong, (uLong c, const Bytef *b, uInt n), (c, b, n), b == ZSRC)                  \
   X(adler32, uLong, (uLong c, const Bytef *b, uInt n), (c, b, n), b == ZSRC)                \
   X(compressBound, uLong, (uLong n), (n), n == sizeof ZSRC)                                 \
-  X(_Znwm, void *, (unsigned long n), (n), n == NEW_SIZE)
+  X(OPERATOR_NEW, void *, (size_t n), (n), n == NEW_SIZE)
 
 /* the same for functions returning void */
 #define VOID_FUNCS(X)                                                                       \
@@ -168,7 +174,9 @@ static int cmp_int(const void *a, const void *b)
 enum { FUNCS(INDEX) VOID_FUNCS(INDEX) NFUNCS };
 
 static const char *const names[NFUNCS] = {
-#define NAME(name, ...) [I_##name] = #name,
+#define NAME(name, ...) [I_##name] = STRING(name),
+#define STRING(x) STRING_(x) /* expanded first: OPERATOR_NEW is _Znwm or _Znwj */
+#define STRING_(x) #x
     FUNCS(NAME) VOID_FUNCS(NAME)};
 
 static struct hook_result hooks[NFUNCS];
@@ -304,7 +312,7 @@ static void workload(struct results *r, int with_system)
   r->v[iv++] = (long)crc32(0, ZSRC, sizeof ZSRC);
   r->v[iv++] = (long)adler32(1, ZSRC, sizeof ZSRC);
   r->v[iv++] = (long)compressBound(sizeof ZSRC);
-  tls_new_block = _Znwm(NEW_SIZE);
+  tls_new_block = OPERATOR_NEW(NEW_SIZE);
   memset(tls_new_block, 1, NEW_SIZE);
   r->v[iv++] = tls_new_block != NULL;
   _ZdlPv(tls_new_block);
