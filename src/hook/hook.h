@@ -83,6 +83,15 @@ enum hook_status hook_install_at(void *function, size_t size, void *replacement,
  * the symbol size (0 if unknown). */
 void *hook_lookup(const char *function, const char *version, const char *library, size_t *size);
 
+/* A function defined in the dynamic symbol table of a loaded module: of the
+ * module whose dl_iterate_phdr name is `module`, or with NULL the first one
+ * in load order that defines it (not necessarily the loader's choice, and
+ * possibly a non-PIE executable's canonical PLT entry: ask hook_lookup for
+ * the definition calls reach). Only the modules' hash tables in memory are read:
+ * no file, no dlsym, nothing allocated, so it is cheap to ask about names
+ * that may be defined nowhere. NULL if not found; *size gets the symbol size. */
+void *hook_lookup_exported(const char *function, const char *module, size_t *size);
+
 /* Install several hooks with fewer protection changes: between begin and
  * end, each mapping that gets a patch is made writable once, as a whole,
  * and its protection is restored by hook_batch_end (a mapping that cannot

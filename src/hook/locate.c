@@ -140,6 +140,7 @@ static int symbol_matches(const ElfW(Sym) *sym, const char *strtab, const char *
 
 struct exists_query {
   const char *name;
+  const char *only_path;  /* only the module loaded from this path, or NULL */
   int found;
   uintptr_t address;  /* the first definition found: where, how long, a function? */
   size_t size;
@@ -158,6 +159,8 @@ static int module_defines(struct dl_phdr_info *info, size_t size, void *arg)
 {
   (void)size;
   struct exists_query *q = arg;
+  if (q->only_path && strcmp(q->only_path, info->dlpi_name ? info->dlpi_name : "") != 0)
+    return 0;
   const ElfW(Dyn) *dyn = NULL;
   for (int i = 0; i < info->dlpi_phnum; i++)
     if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
@@ -207,11 +210,21 @@ static int module_defines(struct dl_phdr_info *info, size_t size, void *arg)
   return 0;
 }
 
-static int dynamically_defined(const char *name, struct exists_query *q)
+static int dynamically_defined(const char *name, const char *only_path, struct exists_query *q)
 {
-  *q = (struct exists_query){name, 0, 0, 0, 0};
+  *q = (struct exists_query){name, only_path, 0, 0, 0, 0};
   dl_iterate_phdr(module_defines, q);
   return q->found;
+}
+
+void *hook_lookup_exported(const char *function, const char *module, size_t *size)
+{
+  struct exists_query q;
+  if (!function || !dynamically_defined(function, module, &q) || !q.function)
+    return NULL;
+  if (size)
+    *size = q.size;
+  return (void *)q.address;
 }
 
 enum hook_status hook_locate(const char *function, const char *version, const char *library,
@@ -236,7 +249,7 @@ enum hook_status hook_locate(const char *function, const char *version, const ch
   }
   void *addr = NULL;
   struct exists_query defined;
-  if (dynamically_defined(function, &defined))
+  if (dynamically_defined(function, NULL, &defined))
     addr = version ? dlvsym(handle, function, version) : dlsym(handle, function);
   if (addr && !library && is_canonical_plt(addr))
     addr = definition_after_executable(function, version);

@@ -16,10 +16,10 @@
  * original, around our bookkeeping), nothing recorded for a failed call.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "mem_internal.h"
+#include "walk.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,20 +91,40 @@ static void tell_call(enum igprof_alloc_fn fn, void *result, void *old, size_t n
       tell_call(IGPROF_ALLOC_##fn, result, old, n, m, align, caller);                       \
   } while (0)
 
+/* The stack of an allocation made by a function whose own frame is gone
+ * (the replacement runs in its place): its entry address stands for it as
+ * the innermost frame, above the walk from its caller. */
+static __attribute__((noinline)) struct igprof_node *capture_below(uintptr_t entry, void *caller,
+                                                                   const void *frame)
+{
+  struct igprof_thread *t = &igprof_tls;
+  int truncated = 0;
+  if (IGPROF_UNLIKELY(!t->ready) && igprof_thread_prepare() != 0) return NULL;
+  /* walk_pcs has room for the walk's slack beyond depth: one more fits. */
+  int max = igprof_config.depth - 1, n = 0;
+  if (max > 0) n = igprof_walk_from_hook_frame(t->walk_pcs + 1, max, caller, frame, &truncated);
+  else truncated = 1;
+  t->walk_pcs[0] = entry;
+  return igprof_tree_push(t->walk_pcs, n + 1, truncated);
+}
+
 /* Record a new block; guard held. `frame` is the replacement's frame
- * address (the walk starts at the caller from there). */
-static void record(void *ptr, size_t requested, void *caller, const void *frame)
+ * address (the walk starts at the caller from there); `entry` is 0, or the
+ * innermost frame to add (capture_below); `usable` gives -mo its sizes. */
+static inline __attribute__((always_inline)) void record_from(void *ptr, size_t requested, void *caller,
+                                                              const void *frame, uintptr_t entry,
+                                                              size_t (*usable)(void *))
 {
   uint64_t size = requested;
   if (IGPROF_UNLIKELY(listener_count)) tell_alloc(ptr, requested, caller);
   if (!counting) return;
-  if (overhead != OVERHEAD_NONE) {
-    size_t usable = malloc_usable_size(ptr);
-    size = overhead == OVERHEAD_INCLUDE ? usable : usable - requested;
+  if (overhead != OVERHEAD_NONE && usable) {
+    size_t have = usable(ptr);
+    size = overhead == OVERHEAD_INCLUDE ? have : have - requested;
     if (overhead == OVERHEAD_DELTA && size == 0) return;
   }
   igprof_live_prefetch((uintptr_t) ptr); /* its miss overlaps the walk */
-  struct igprof_node *node = igprof_capture_from_hook(caller, frame);
+  struct igprof_node *node = entry ? capture_below(entry, caller, frame) : igprof_capture_from_hook(caller, frame);
   struct igprof_counter_value *c = node ? igprof_node_counters(node) : NULL;
   if (!c) return;
   /* The counter block is usually cold: ask for it, insert the block (its
@@ -113,6 +133,19 @@ static void record(void *ptr, size_t requested, void *caller, const void *frame)
   igprof_live_insert((uintptr_t) ptr, node, size);
   igprof_counter_block_add3(c, c_total, c_max, c_live, (int64_t) size); /* SUM, MAX, TICK */
 }
+
+static void record(void *ptr, size_t requested, void *caller, const void *frame)
+{
+  record_from(ptr, requested, caller, frame, 0, malloc_usable_size);
+}
+
+void igprof_mem_record_operator(void *ptr, size_t size, void *caller, const void *frame, uintptr_t entry,
+                                size_t (*usable)(void *))
+{
+  record_from(ptr, size, caller, frame, entry, usable);
+}
+
+int igprof_mem_counting(void) { return counting; }
 
 /* Forget a block that is about to be freed or moved; guard held. Must run
  * before the real free: once freed, another thread may get the address. */
@@ -146,7 +179,32 @@ void igprof_mem_settle(void)
   if (node) release(node, igprof_tls.releasing_size);
 }
 
-#define ACTIVE() IGPROF_LIKELY(atomic_load_explicit(&igprof_state.active, memory_order_relaxed))
+/* Around the original of a call that releases `ptr` (free, operator
+ * delete); guard held, errno kept. Out of the live table before the
+ * original: once released, another thread may get the address. Counted off
+ * MEM_LIVE after it: the block left the live table before it, so no other
+ * thread can meet it; only the counter update waits. */
+static inline void release_begin(struct igprof_mem_release *r, void *ptr, void *caller)
+{
+  int saved = errno;
+  r->had = forget(ptr, caller, &r->node, &r->size);
+  errno = saved;
+  if (r->had) releasing(r->node, r->size);
+}
+
+static inline void release_end(const struct igprof_mem_release *r)
+{
+  if (r->had) release(r->node, r->size); /* leaves errno alone */
+}
+
+void igprof_mem_release_begin(struct igprof_mem_release *r, void *ptr, void *caller)
+{
+  release_begin(r, ptr, caller);
+}
+
+void igprof_mem_release_end(const struct igprof_mem_release *r) { release_end(r); }
+
+#define ACTIVE() IGPROF_MEM_ACTIVE()
 
 /* The replacements' bodies, for the chain `c` of the definition that was
  * called; `caller` is the return address into the code that called it. */
@@ -164,33 +222,9 @@ static inline void *allocated(void *p, size_t size, void *caller, const void *fr
   return p;
 }
 
-/* A hook goes live inside hook_install_at, a moment before its chain is
- * stored in the slot. A thread that calls a function of a library loaded by
- * dlopen in that moment waits for the store instead of calling NULL; the
- * start-up hooks are installed before any second thread exists. */
-static void *chain_wait(void *const *slot)
-{
-  void *f;
-  while (!(f = __atomic_load_n(slot, __ATOMIC_ACQUIRE))) sched_yield();
-  return f;
-}
-/* A call of the original with the guard held, the thread marked as not
- * doing the profiler's work meanwhile (internal.h, igprof_through_begin): a
- * double free that makes free abort, or a fault inside the original, still
- * dumps. */
-#define THROUGH(call)                                                                     \
-  ({                                                                                      \
-    igprof_through_begin();                                                               \
-    __auto_type through_result_ = (call);                                                 \
-    igprof_through_end();                                                                 \
-    through_result_;                                                                      \
-  })
-#define THROUGH_VOID(call) \
-  do { igprof_through_begin(); call; igprof_through_end(); } while (0)
-
-#define CHAIN(c, name) \
-  (__builtin_expect((c)->name != NULL, 1) ? (c)->name \
-                                          : (__typeof__((c)->name)) chain_wait((void *const *) &(c)->name))
+#define THROUGH(call) IGPROF_MEM_THROUGH(call)
+#define THROUGH_VOID(call) IGPROF_MEM_THROUGH_VOID(call)
+#define CHAIN(c, name) IGPROF_MEM_CHAIN((c)->name)
 
 static inline void *mem_malloc_body(const struct mem_chain *c, void *caller, const void *frame,
                                     size_t n)
@@ -217,16 +251,10 @@ static inline void mem_free_body(const struct mem_chain *c, void *caller, void *
     return;
   }
   TELL(FREE, NULL, p, 0, 0, 0);
-  int saved = errno;
-  struct igprof_node *node;
-  uint64_t size;
-  int had = forget(p, caller, &node, &size);
-  errno = saved;
-  if (had) releasing(node, size);
+  struct igprof_mem_release r;
+  release_begin(&r, p, caller);
   THROUGH_VOID(CHAIN(c, free)(p));
-  /* Counted after the real free: the block left the live table before it,
-   * so no other thread can meet it; only the counter update waits. */
-  if (had) release(node, size); /* leaves errno alone */
+  release_end(&r);
   igprof_leave();
 }
 
@@ -412,16 +440,16 @@ static int install_hooks(void)
 /* A library just loaded that defines malloc-family functions of its own
  * (not the ones already hooked): hook them with the next slot's
  * replacements, whose chains lead to that library's originals. */
-static void mem_library_loaded(const char *path)
+static void malloc_family_loaded(const char *path)
 {
-  if (hooks_state != 1) return;
   void *found[10];
   size_t sizes[10];
   int i = 0, any = 0;
-  /* Found in the library or, usually, in its dependencies (libc): only an
-   * address that is not hooked yet is the library's own. */
+  /* Only the library's own definitions: a lookup through its dependencies
+   * would find libc's even where another allocator is the process's (and
+   * hooked), as jemalloc or tcmalloc preloaded are. */
 #define FIND(name)                                              \
-  found[i] = hook_lookup(#name, NULL, path, &sizes[i]);         \
+  found[i] = hook_lookup_exported(#name, path, &sizes[i]);      \
   if (found[i] && igprof_hook_is_installed(found[i])) found[i] = NULL; \
   any |= found[i] != NULL;                                      \
   ++i;
@@ -448,6 +476,13 @@ static void mem_library_loaded(const char *path)
   igprof_debug("mem: allocator of %s hooked in slot %d", path, k);
 }
 
+static void mem_library_loaded(const char *path)
+{
+  if (hooks_state != 1) return;
+  malloc_family_loaded(path);
+  if (counting) igprof_mem_cxx_library_loaded(path);
+}
+
 int igprof_mem_listen(const struct igprof_alloc_listener *l)
 {
   if (listener_count == MAX_LISTENERS) return -1;
@@ -465,6 +500,7 @@ static int mem_start(void)
   if (c_total < 0 || c_max < 0 || c_live < 0) return -1;
   if (install_hooks() != 0) return -1;
   counting = 1;
+  igprof_mem_cxx_start();
   return 0;
 }
 

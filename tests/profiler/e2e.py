@@ -517,6 +517,176 @@ def scenario_errno(a):
         same_output(r, native, f'{name}: results and errno under -mp')
 
 
+# cxxalloc: (calls, bytes, max, live blocks, live bytes) by the function
+# that called the operator (progs/cxxalloc.cpp).
+CXXALLOC = {
+    '_Z9alloc_newm': (4, 400, 100, 1, 100),
+    '_Z15alloc_new_arraym': (4, 800, 200, 1, 200),
+    '_Z17alloc_new_nothrowm': (2, 600, 300, 1, 300),
+    '_Z23alloc_new_array_nothrowm': (2, 800, 400, 1, 400),
+    '_Z17alloc_new_alignedm': (4, 2048, 512, 1, 512),
+    '_Z23alloc_new_array_alignedm': (4, 2560, 640, 1, 640),
+    '_Z25alloc_new_aligned_nothrowm': (2, 1536, 768, 1, 768),
+    '_Z31alloc_new_array_aligned_nothrowm': (2, 1792, 896, 1, 896),
+    '_Z12alloc_mallocm': (2, 2000, 1000, 1, 1000),
+    '_Z11make_objectv': (3, 144, 48, 1, 48),
+    '_Z9make_linev': (2, 256, 128, 1, 128),
+    '_Z14after_failuresm': (5, 300, 60, 3, 180),
+    # the library loaded with dlopen, which brings operators of its own
+    '_Z13own_new_thingv': (8, 512, 64, 5, 320),
+    '_Z13own_new_charsm': (2, 200, 100, 1, 100),
+}
+CXXALLOC_PATHS = {
+    '_Z9alloc_newm': ['_Z9alloc_newm', '_ZL9operatorsv', 'main'],
+    '_Z31alloc_new_array_aligned_nothrowm': ['_Z31alloc_new_array_aligned_nothrowm', '_ZL9operatorsv', 'main'],
+    '_Z9make_linev': ['_Z9make_linev', '_ZL11expressionsv', 'main'],
+    '_Z13own_new_thingv': ['_Z13own_new_thingv', 'own_new_test', '_ZL6pluginPKc', 'main'],
+}
+ALLOCATOR_LIBS = ('libjemalloc.so', 'libtcmalloc', 'libmimalloc.so')
+
+
+def allocation_site(node):
+    """The call path of an allocation without the allocator's own frames:
+    operator new/delete, the malloc family and whatever runs inside the
+    allocator library (in libstdc++ only its operators: its exceptions'
+    allocations are its own)."""
+    frames, n = [], node
+    while n and n.fn is not None:
+        frames.append(n)
+        n = n.parent
+    k = 0
+    while k < len(frames) and (re.match(r'_Z(nw|na|dl|da)|(__libc_)?(malloc|calloc|realloc|free|memalign|'
+                                        r'posix_memalign|aligned_alloc|valloc|pvalloc)$', frames[k].symbol)
+                               or os.path.basename(frames[k].path).startswith(ALLOCATOR_LIBS)):
+        k += 1
+    return [f.symbol for f in frames[k:]]
+
+
+def expect_cxxalloc(d, what, with_plugin=True):
+    """The dump of a cxxalloc run: each table row summed over the call paths
+    whose first frame outside the allocator is that function."""
+    got = {}
+    for n in d.nodes:
+        if 'MEM_TOTAL' not in n.counters and 'MEM_LIVE' not in n.counters:
+            continue
+        site = allocation_site(n)
+        if not site or site[0] not in CXXALLOC:
+            continue
+        tot, mx = n.counters.get('MEM_TOTAL', (0, 0, 0)), n.counters.get('MEM_MAX', (0, 0, 0))
+        live = n.counters.get('MEM_LIVE', (0, 0, 0))
+        e = got.setdefault(site[0], [0, 0, 0, 0, 0, 0])
+        e[0] += tot[0]
+        e[1] += tot[1]
+        e[2] = max(e[2], mx[1])
+        e[3] += live[0]
+        e[4] += live[1]
+        e[5] += len(n.leaks)
+        if site[0] in CXXALLOC_PATHS:
+            want = CXXALLOC_PATHS[site[0]]
+            eq(site[:len(want)], want, f'{what}: call path of {site[0]}')
+    for sym, want in CXXALLOC.items():
+        if not with_plugin and sym.startswith('_Z13own'):
+            continue
+        have = got.get(sym, [0] * 6)
+        eq(tuple(have[:5]), want, f'{what}: {sym} (calls, bytes, max, live blocks, live bytes)')
+        eq(have[5], want[3], f'{what}: {sym} ;LK entries')
+
+
+def run_cxxalloc(a, what, prog, env=None):
+    plugin = os.path.join(os.path.abspath(a.progs), 'libcxxownnew.so')
+    native = run([prog, 'dlopen', plugin], env=env)
+    throws = 0 if 'mimalloc' in what else 6
+    eq((native.returncode, native.stdout),
+       (0, f'bad_alloc caught {throws} times; nothrow new: NULL errno=12\nown_new_test 10\n'), f'{what}: native run')
+    for f in dumps():
+        os.unlink(f)
+    r = run([a.igprof, '-mp', '-d', '-o', 'prof.%p', prog, 'dlopen', plugin], env=env)
+    same_output(r, native, what)
+    check('cannot hook' not in r.stderr, f'{what}: every hook went in: {r.stderr[-600:]!r}')
+    found = dumps('prof.*')
+    eq(len(found), 1, f'{what}: one dump')
+    if found:
+        expect_cxxalloc(igdump.Dump(found[0]), what)
+        os.unlink(found[0])
+    return r
+
+
+def scenario_cxx_alloc(a):
+    # libstdc++'s operators go through malloc: counted there, once
+    run_cxxalloc(a, 'libstdc++', os.path.join(os.path.abspath(a.progs), 'cxxalloc'))
+
+
+def scenario_cxx_alloc_linked(a):
+    for name in allocators(a, 'jemalloc', 'tcmalloc', 'tcmalloc_minimal', 'mimalloc'):
+        run_cxxalloc(a, f'linked {name}', os.path.join(os.path.abspath(a.progs), f'cxxalloc-{name}'))
+
+
+def scenario_cxx_alloc_preload(a):
+    prog = os.path.join(os.path.abspath(a.progs), 'cxxalloc')
+    for name, lib in allocators(a, 'jemalloc', 'tcmalloc', 'tcmalloc_minimal', 'mimalloc').items():
+        run_cxxalloc(a, f'preloaded {name}', prog, env=dict(os.environ, LD_PRELOAD=lib))
+
+
+def scenario_cxx_alloc_threads(a):
+    # four threads allocating with new at once, releasing by delete and by
+    # free, a failing new now and then (its exception crosses the
+    # replacement): exact counts with each allocator's operators
+    progs = os.path.abspath(a.progs)
+    runs = [('libstdc++', os.path.join(progs, 'cxxalloc'))]
+    runs += [(name, os.path.join(progs, f'cxxalloc-{name}'))
+             for name in allocators(a, 'jemalloc', 'tcmalloc', 'tcmalloc_minimal', 'mimalloc')]
+    sizes = [64 + t for t in range(4)]
+    for round in range(a.rounds):
+        for name, prog in runs:
+            r = run([a.igprof, '-mp', '-o', 'threads.%p', prog, 'threads'])
+            eq((r.returncode, r.stdout, r.stderr), (0, 'threads done\n', ''), f'{name}, round {round}: program output')
+            found = dumps('threads.*')
+            eq(len(found), 1, f'{name}, round {round}: one dump')
+            for f in found:
+                got = [0] * 6
+                for n in igdump.Dump(f).nodes:
+                    if allocation_site(n)[:2] == ['_Z10thread_newm', '_ZL11thread_mainib']:
+                        tot, mx = n.counters.get('MEM_TOTAL', (0, 0, 0)), n.counters.get('MEM_MAX', (0, 0, 0))
+                        live = n.counters.get('MEM_LIVE', (0, 0, 0))
+                        got = [got[0] + tot[0], got[1] + tot[1], max(got[2], mx[1]), got[3] + live[0],
+                               got[4] + live[1], got[5] + len(n.leaks)]
+                eq(got, [8000, 2000 * sum(sizes), 67, 800, 200 * sum(sizes), 800],
+                   f'{name}, round {round}: thread_new (calls, bytes, max, live blocks, live bytes, ;LK)')
+                os.unlink(f)
+
+
+def scenario_cxx_alloc_overhead(a):
+    # -mo include counts what the operator's own allocator says a block
+    # holds (its malloc_usable_size), or the size asked for where the
+    # operators' library has none (the dlopen'd one)
+    progs = os.path.abspath(a.progs)
+    plugin = os.path.join(progs, 'libcxxownnew.so')
+    runs = [('libstdc++', os.path.join(progs, 'cxxalloc'))]
+    runs += [(name, os.path.join(progs, f'cxxalloc-{name}'))
+             for name in allocators(a, 'jemalloc', 'tcmalloc', 'tcmalloc_minimal', 'mimalloc')]
+    for name, prog in runs:
+        m = re.fullmatch(r'usable (\d+)\n', run([prog, 'usable']).stdout)
+        check(m is not None, f'{name}: usable size printed')
+        if not m:
+            continue
+        usable = int(m.group(1))
+        r = run([a.igprof, '-mp', '-mo', 'include', '-o', 'over.%p', prog, 'dlopen', plugin])
+        eq(r.returncode, 0, f'{name}: exit status')
+        found = dumps('over.*')
+        eq(len(found), 1, f'{name}: one dump')
+        for f in found:
+            got = {}
+            for n in igdump.Dump(f).nodes:
+                site = allocation_site(n)
+                if site and 'MEM_TOTAL' in n.counters:
+                    e = got.setdefault(site[0], [0, 0])
+                    e[0] += n.counters['MEM_TOTAL'][0]
+                    e[1] += n.counters['MEM_TOTAL'][1]
+            eq(got.get('_Z9alloc_newm'), [4, 4 * usable], f'{name}: alloc_new(100) x 4 with -mo include')
+            eq(got.get('_Z13own_new_thingv'), [8, 512], f'{name}: the library without a usable size')
+            os.unlink(f)
+
+
 SCENARIOS = {k[len('scenario_'):].replace('_', '-'): v for k, v in globals().items() if k.startswith('scenario_')}
 
 
@@ -526,6 +696,7 @@ def main():
     ap.add_argument('--progs', required=True)
     ap.add_argument('--allocator', action='append', default=[], metavar='NAME=LIBRARY',
                     help='another malloc found at build time (repeatable)')
+    ap.add_argument('--rounds', type=int, default=1, help='repeat (the scenarios that say so)')
     ap.add_argument('scenario', choices=sorted(SCENARIOS))
     a = ap.parse_args()
     a.allocator = dict(x.split('=', 1) for x in a.allocator)
