@@ -14,6 +14,7 @@ PKGS=(
   g++ clang libclang-rt-14-dev   # C++ test programs; libFuzzer and sanitizers
   python3 perl make gzip xz-utils git gawk   # real programs run under the profiler in tests
   libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev   # -mp with other allocators (tests)
+  golang-go               # a cgo program under the profiler (tests)
 )
 
 missing=()

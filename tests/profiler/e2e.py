@@ -687,6 +687,80 @@ def scenario_cxx_alloc_overhead(a):
             os.unlink(f)
 
 
+def scenario_go(a):
+    # A cgo program: the Go runtime ends the process with a raw exit_group
+    # (runtime.exit), which is hooked. Each way it ends leaves a dump with the
+    # C allocations' exact counts; the exit status and output are the
+    # program's own. The stripped build's runtime.exit is found by its code.
+    progs = os.path.abspath(a.progs)
+    for prog in ('gocgo', 'gocgo-stripped'):
+        path = os.path.join(progs, prog)
+        check(os.path.exists(path), f'{prog} not built: golang-go missing at build time (scripts/deps.sh)')
+        if not os.path.exists(path):
+            continue
+        for mode, status in (('return', 0), ('exit', 3), ('panic', 2), ('goexit', 4), ('threads', 0)):
+            what = f'{prog} {mode}'
+            native = run([path, mode])
+            eq(native.returncode, status, f'{what}: native exit status')
+            r = run([a.igprof, '-mp', '-d', '-o', 'go.%p', path, mode])
+            eq((r.returncode, r.stdout), (status, native.stdout), f'{what}: exit status and output')
+            check('go: hook runtime.exit: ok' in r.stderr, f'{what}: runtime.exit hooked: {r.stderr[-500:]!r}')
+            if mode == 'panic':
+                check('panic: boom\n' in r.stderr, f'{what}: the panic message')
+            found = dumps('go.*')
+            eq(len(found), 1, f'{what}: one dump')
+            if not found:
+                continue
+            d = igdump.Dump(found[0])
+            expect_mem(d, {
+                'c_alloc': (10, 1045, 109, 5, 525),
+                'c_goroutine_alloc': (1, 555, 555, 1, 555) if mode == 'goexit' else (0, 0, 0, 0, 0),
+                'c_thread_alloc': ((4000, 1000 * 262, 67, 400, 100 * 262) if mode == 'threads'
+                                   else (0, 0, 0, 0, 0)),  # 262 = 64 + 65 + 66 + 67
+            })
+            stack = leaf_stack(d, 'c_alloc')
+            check(stack[:1] == ['c_alloc'] and len(stack) > 1 and re.fullmatch(r'_cgo_\w+_Cfunc_c_alloc', stack[1]),
+                  f'{what}: c_alloc called by its cgo wrapper: {stack[:3]}')
+            os.unlink(found[0])
+        # Killed by SIGTERM: Go's handler raises it again for the handler it
+        # found installed, the profiler's, which dumps; the death is kept
+        p = subprocess.Popen([a.igprof, '-mp', '-o', 'go.%p', path, 'wait', 'ready'], stdout=subprocess.DEVNULL)
+        for _ in range(1000):
+            if os.path.exists('ready') and open('ready').read() == 'ready\n':
+                break
+            time.sleep(0.01)
+        p.send_signal(signal.SIGTERM)
+        eq(p.wait(timeout=60), -signal.SIGTERM, f'{prog} killed by SIGTERM: the death is kept')
+        found = dumps('go.*')
+        eq(len(found), 1, f'{prog} killed by SIGTERM: one dump')
+        for f in found:
+            expect_mem(igdump.Dump(f), {'c_alloc': (10, 1045, 109, 5, 525)})
+            os.unlink(f)
+        os.unlink('ready')
+    # runtime.exit's code not as expected (here: the same instructions,
+    # differently encoded): one line says the dump will be missing, and the
+    # program runs as it would
+    stripped = os.path.join(progs, 'gocgo-stripped')
+    if os.path.exists(stripped):
+        code = open(stripped, 'rb').read()
+        known = bytes.fromhex('8b7c2408b8e70000000f05c3')
+        eq(code.count(known), 1, 'runtime.exit found in the stripped program')
+        # mov $231,%eax -> xor %eax,%eax; mov $231,%al; nop
+        open('gocgo-other', 'wb').write(code.replace(known, bytes.fromhex('8b7c240831c0b0e7900f05c3')))
+        os.chmod('gocgo-other', 0o755)
+        r = run([a.igprof, '-mp', './gocgo-other', 'exit'])
+        eq((r.returncode, r.stdout), (3, 'allocated\n'), 'unknown runtime.exit: the program runs as it would')
+        lines = [x for x in r.stderr.splitlines() if 'igprof' in x]
+        eq(len(lines), 1, f'unknown runtime.exit: one line on stderr: {r.stderr!r}')
+        check(bool(lines) and lines[0].endswith('go: runtime.exit not found with the code this igprof knows '
+                                                '(another Go version?): no dump will be written when the program ends'),
+              f'unknown runtime.exit: the reason: {lines}')
+        eq(dumps('igprof.*'), [], 'unknown runtime.exit: no dump')
+    # A program that is not Go: no Go hook, nothing said
+    r = run([a.igprof, '-mp', '-d', a.memtest, 'exit', '0'])
+    check('go:' not in r.stderr, f'a C program gets no Go hook: {r.stderr[-300:]!r}')
+
+
 SCENARIOS = {k[len('scenario_'):].replace('_', '-'): v for k, v in globals().items() if k.startswith('scenario_')}
 
 
