@@ -535,6 +535,7 @@ CXXALLOC = {
     # the library loaded with dlopen, which brings operators of its own
     '_Z13own_new_thingv': (8, 512, 64, 5, 320),
     '_Z13own_new_charsm': (2, 200, 100, 1, 100),
+    '_Z12own_new_widev': (3, 384, 128, 2, 256),
 }
 CXXALLOC_PATHS = {
     '_Z9alloc_newm': ['_Z9alloc_newm', '_ZL9operatorsv', 'main'],
@@ -585,7 +586,7 @@ def expect_cxxalloc(d, what, with_plugin=True):
             want = CXXALLOC_PATHS[site[0]]
             eq(site[:len(want)], want, f'{what}: call path of {site[0]}')
     for sym, want in CXXALLOC.items():
-        if not with_plugin and sym.startswith('_Z13own'):
+        if not with_plugin and sym.startswith(('_Z13own', '_Z12own')):
             continue
         have = got.get(sym, [0] * 6)
         eq(tuple(have[:5]), want, f'{what}: {sym} (calls, bytes, max, live blocks, live bytes)')
@@ -597,7 +598,7 @@ def run_cxxalloc(a, what, prog, env=None):
     native = run([prog, 'dlopen', plugin], env=env)
     throws = 0 if 'mimalloc' in what else 6
     eq((native.returncode, native.stdout),
-       (0, f'bad_alloc caught {throws} times; nothrow new: NULL errno=12\nown_new_test 10\n'), f'{what}: native run')
+       (0, f'bad_alloc caught {throws} times; nothrow new: NULL errno=12\nown_new_test 13\n'), f'{what}: native run')
     for f in dumps():
         os.unlink(f)
     r = run([a.igprof, '-mp', '-d', '-o', 'prof.%p', prog, 'dlopen', plugin], env=env)
