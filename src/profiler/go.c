@@ -212,8 +212,10 @@ static int go_start(void)
   mprotect(stack, page, PROT_NONE);
   igprof_go_stack_top = (uintptr_t) (stack + page + GO_STACK_SIZE) & ~(uintptr_t) 15;
 #if GO_EXIT_HOOKED
-  if (!igprof_hook_at("go", "runtime.exit", (void *) exit_fn, size, (void *) igprof_go_exit_abi0, 1))
-    igprof_warn("go: no dump will be written when the program ends");
+  /* Not "required": the one line below says what the failure means. */
+  if (!igprof_hook_at("go", "runtime.exit", (void *) exit_fn, size, (void *) igprof_go_exit_abi0, 0))
+    igprof_warn("go: runtime.exit could not be hooked (-d says why): no dump will be written when the "
+                "program ends");
 #endif
   return 0;
 }
