@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "signal_mask.h"
 
 #include <errno.h>
 #include <string.h>
@@ -26,9 +27,6 @@ struct owned_signal {
 
 static struct owned_signal owned[NSIG];
 static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
-static int (*real_sigprocmask)(int, const sigset_t *, sigset_t *);
-static int (*real_pthread_sigmask)(int, const sigset_t *, sigset_t *);
-static int any_unblock;
 
 static int call_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
@@ -196,17 +194,10 @@ int igprof_signal_own(int sig, igprof_signal_fn fn, int unblock)
   if (!o->owned && call_sigaction(sig, NULL, &o->app) != 0) return -1;
   o->fn = fn;
   o->unblock = unblock;
-  if (unblock) any_unblock = 1;
   struct sigaction k = kernel_action(sig, &o->app);
   if (call_sigaction(sig, &k, NULL) != 0) return -1;
   o->owned = 1;
-  if (unblock) {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, sig);
-    if (real_pthread_sigmask) real_pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-    else pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-  }
+  if (unblock) igprof_signal_mask_keep(sig);
   return 0;
 }
 
@@ -247,6 +238,7 @@ static int hook_sigaction(int sig, const struct sigaction *act, struct sigaction
   struct owned_signal *o = &owned[sig];
   struct sigaction prev = o->app;
   if (act) {
+    igprof_signal_mask_action(sig, act);
     struct sigaction k = kernel_action(sig, act);
     if (real_sigaction(sig, &k, NULL) != 0) return -1;
     o->app = *act;
@@ -255,37 +247,9 @@ static int hook_sigaction(int sig, const struct sigaction *act, struct sigaction
   return 0;
 }
 
-static const sigset_t *filter_mask(int how, const sigset_t *set, sigset_t *copy)
-{
-  if (!any_unblock || !set || how == SIG_UNBLOCK || !atomic_load(&igprof_state.active)) return set;
-  *copy = *set;
-  for (int sig = 1; sig < NSIG; ++sig)
-    if (owned[sig].owned && owned[sig].unblock) sigdelset(copy, sig);
-  return copy;
-}
-
-static int hook_sigprocmask(int how, const sigset_t *set, sigset_t *old)
-{
-  sigset_t copy;
-  return real_sigprocmask(how, filter_mask(how, set, &copy), old);
-}
-
-static int hook_pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
-{
-  sigset_t copy;
-  return real_pthread_sigmask(how, filter_mask(how, set, &copy), old);
-}
-
 int igprof_signals_start(void)
 {
   real_sigaction = igprof_hook("core", "sigaction", (void *) hook_sigaction, 1);
-  /* The mask hooks matter only for a signal the application must not block
-   * (-S, a sampler's); each hook costs start-up time in every process. */
-  if (any_unblock || igprof_config.dump_signal) {
-    real_sigprocmask = igprof_hook("core", "sigprocmask", (void *) hook_sigprocmask, 1);
-    real_pthread_sigmask = igprof_hook("core", "pthread_sigmask", (void *) hook_pthread_sigmask, 1);
-  }
-  if (!real_sigprocmask) real_sigprocmask = sigprocmask;
-  if (!real_pthread_sigmask) real_pthread_sigmask = pthread_sigmask;
+  igprof_signal_mask_start(); /* sigprocmask, pthread_sigmask: signal_mask.c */
   return real_sigaction ? 0 : -1;
 }
