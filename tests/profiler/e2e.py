@@ -699,8 +699,9 @@ def scenario_go(a):
         check(os.path.exists(path), f'{prog} not built: golang-go missing at build time (scripts/deps.sh)')
         if not os.path.exists(path):
             continue
-        for mode, status in (('return', 0), ('exit', 3), ('panic', 2), ('goexit', 4), ('threads', 0)):
-            what = f'{prog} {mode}'
+        ends = (('return', 0), ('exit', 3), ('panic', 2), ('goexit', 4), ('threads', 0))
+        for round, (mode, status) in ((r, e) for r in range(a.rounds) for e in ends):
+            what = f'{prog} {mode}' + (f', round {round}' if a.rounds > 1 else '')
             native = run([path, mode])
             eq(native.returncode, status, f'{what}: native exit status')
             r = run([a.igprof, '-mp', '-d', '-o', 'go.%p', path, mode])
