@@ -118,8 +118,8 @@ static inline __attribute__((always_inline)) void record_from(void *ptr, size_t 
   uint64_t size = requested;
   if (IGPROF_UNLIKELY(listener_count)) tell_alloc(ptr, requested, caller);
   if (!counting) return;
-  if (overhead != OVERHEAD_NONE && usable) {
-    size_t have = usable(ptr);
+  if (overhead != OVERHEAD_NONE) {
+    size_t have = usable ? usable(ptr) : requested; /* unknown: as asked, no overhead */
     size = overhead == OVERHEAD_INCLUDE ? have : have - requested;
     if (overhead == OVERHEAD_DELTA && size == 0) return;
   }

@@ -671,21 +671,24 @@ def scenario_cxx_alloc_overhead(a):
         if not m:
             continue
         usable = int(m.group(1))
-        r = run([a.igprof, '-mp', '-mo', 'include', '-o', 'over.%p', prog, 'dlopen', plugin])
-        eq(r.returncode, 0, f'{name}: exit status')
-        found = dumps('over.*')
-        eq(len(found), 1, f'{name}: one dump')
-        for f in found:
-            got = {}
-            for n in igdump.Dump(f).nodes:
-                site = allocation_site(n)
-                if site and 'MEM_TOTAL' in n.counters:
-                    e = got.setdefault(site[0], [0, 0])
-                    e[0] += n.counters['MEM_TOTAL'][0]
-                    e[1] += n.counters['MEM_TOTAL'][1]
-            eq(got.get('_Z9alloc_newm'), [4, 4 * usable], f'{name}: alloc_new(100) x 4 with -mo include')
-            eq(got.get('_Z13own_new_thingv'), [8, 512], f'{name}: the library without a usable size')
-            os.unlink(f)
+        # include: the usable size, or as asked; delta: the overhead, or nothing
+        for mode, new100, thing in (('include', [4, 4 * usable], [8, 512]),
+                                    ('delta', [4, 4 * (usable - 100)] if usable > 100 else None, None)):
+            r = run([a.igprof, '-mp', '-mo', mode, '-o', 'over.%p', prog, 'dlopen', plugin])
+            eq(r.returncode, 0, f'{name} -mo {mode}: exit status')
+            found = dumps('over.*')
+            eq(len(found), 1, f'{name} -mo {mode}: one dump')
+            for f in found:
+                got = {}
+                for n in igdump.Dump(f).nodes:
+                    site = allocation_site(n)
+                    if site and 'MEM_TOTAL' in n.counters:
+                        e = got.setdefault(site[0], [0, 0])
+                        e[0] += n.counters['MEM_TOTAL'][0]
+                        e[1] += n.counters['MEM_TOTAL'][1]
+                eq(got.get('_Z9alloc_newm'), new100, f'{name} -mo {mode}: alloc_new(100) x 4')
+                eq(got.get('_Z13own_new_thingv'), thing, f'{name} -mo {mode}: the library without a usable size')
+                os.unlink(f)
 
 
 def scenario_go(a):
