@@ -6,6 +6,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config
   libzydis-dev            # x86 instruction decoder for the hook engine
+  libcapstone-dev         # independent arm64 disassembler: verifies the AArch64 relocator (tests)
   libunwind-dev           # DWARF stack-walking fallback
   zlib1g-dev              # -z dumps and .gz input
   libelf-dev libdw-dev    # symbols, lines and inline frames in igprof-analyse
