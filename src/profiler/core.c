@@ -94,7 +94,7 @@ int igprof_thread_prepare(void)
 /* Hooks with status reporting                                       */
 /* ---------------------------------------------------------------- */
 
-#define MAX_OWN_HOOKS 64
+#define MAX_OWN_HOOKS 256 /* the start-up set, 20 C++ operators per allocator, and libraries loaded later */
 static struct { void *original, *chain; } own_hooks[MAX_OWN_HOOKS];
 static int own_hook_count;
 

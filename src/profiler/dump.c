@@ -686,6 +686,24 @@ static int dump_to_command(struct dump_ctx *d, const char *command)
   return rc;
 }
 
+/* An output that is not a file to create: /dev/null (the dump is not
+ * wanted: nothing is written), or a FIFO someone reads (written straight
+ * into, like a |command). Returns -1 when `target` is an ordinary name. */
+static int dump_to_special(struct dump_ctx *d, const char *target)
+{
+  struct stat st;
+  if (strcmp(target, "/dev/null") == 0) return 0;
+  if (lstat(target, &st) != 0 || !S_ISFIFO(st.st_mode)) return -1;
+  int fd = open(target, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno;
+  struct igprof_pipe_guard guard;
+  igprof_pipe_guard_begin(&guard);
+  int rc = write_dump(d, fd);
+  igprof_pipe_guard_end(&guard, rc == EPIPE);
+  close(fd);
+  return rc;
+}
+
 int igprof_dump(enum igprof_dump_kind kind, const char *name, const char *why)
 {
   char target[IGPROF_PATH_MAX];
@@ -713,7 +731,7 @@ int igprof_dump(enum igprof_dump_kind kind, const char *name, const char *why)
   d->scratch = scratch;
 
   if (target[0] == '|') rc = dump_to_command(d, target + 1);
-  else rc = dump_to_file(d, target, sizeof target);
+  else if ((rc = dump_to_special(d, target)) < 0) rc = dump_to_file(d, target, sizeof target);
   if (rc == ECHILD) igprof_warn("dump command '%s' failed: the dump may be incomplete", target + 1);
   else if (rc) igprof_warn("could not write dump %s: %s", target, strerrorname_np(rc) ? strerrorname_np(rc) : "error");
   else {

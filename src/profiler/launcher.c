@@ -107,7 +107,9 @@ int main(int argc, char **argv)
 
   /* -o FILE names this run's result: an old file of that name is stale.
    * (Dumps never replace files, so it must go before the run.) */
-  if (output && output[0] != '|' && !strstr(output, "%p")) unlink(output);
+  struct stat st;
+  if (output && output[0] != '|' && !strstr(output, "%p") && lstat(output, &st) == 0 && S_ISREG(st.st_mode))
+    unlink(output); /* only a regular file: never a device, a FIFO or what a symlink points to */
 
   if (setenv("IGPROF", text, 1) != 0) launch_die(2, "cannot set IGPROF");
   launch_preload(lib);

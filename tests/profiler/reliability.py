@@ -295,6 +295,34 @@ def scenario_directories(a):
         eq(leaf(igdump.Dump(f), 'MEM_LIVE', 'chatty_alloc'), (1, 777, 777, 1), 'long argv[0]: the dump')
 
 
+def scenario_special_outputs(a):
+    # -o naming a FIFO: the dump goes into it, the FIFO stays; -o naming a
+    # symlink: neither the link nor its target is removed or written.
+    import threading
+    for _ in range(a.rounds):
+        for f in ('dump.fifo', 'link', 'target.txt', 'link-2'):
+            if os.path.lexists(f):
+                os.unlink(f)
+        os.mkfifo('dump.fifo')
+        got = []
+        reader = threading.Thread(target=lambda: got.append(open('dump.fifo').read()))
+        reader.start()
+        r = run([a.igprof, '-mp', '-o', 'dump.fifo', a.hostile, 'chatty', '1'])
+        reader.join(timeout=60)
+        eq(r.returncode, 0, '-o FIFO: exit status')
+        check(os.path.exists('dump.fifo') and not os.path.isfile('dump.fifo'), '-o FIFO: the FIFO is still there')
+        check(len(got) == 1 and got[0].startswith('P=(HEX ID=') and 'chatty_alloc' in got[0],
+              f'-o FIFO: the dump came through it ({len(got[0]) if got else 0} bytes)')
+        with open('target.txt', 'w') as f:
+            f.write('keep me\n')
+        os.symlink('target.txt', 'link')
+        r = run([a.igprof, '-mp', '-o', 'link', a.hostile, 'chatty', '1'])
+        eq(r.returncode, 0, '-o symlink: exit status')
+        check(os.path.islink('link'), '-o symlink: the link is not removed')
+        eq(open('target.txt').read(), 'keep me\n', '-o symlink: its target is not written')
+        check(os.path.isfile('link-2') and not os.path.islink('link-2'), '-o symlink: the dump went to link-2')
+
+
 # ---------------------------------------------------------------------------
 # What the program sees
 # ---------------------------------------------------------------------------
