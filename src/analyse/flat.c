@@ -7,15 +7,15 @@
 struct walk_item {
   uint32_t node;
   uint32_t entry;           /* UINT32_MAX on the way down */
-  uint32_t rsym;
+  uint32_t saved_k;         /* on the way up: the raw symbol's depth count to restore */
 };
 
 struct flat_builder {
   struct flat_profile *fp;
   struct symtab *st;
-  uint8_t *on_path; size_t on_path_cap;
-  struct idmap recursion;   /* (sym << 32 | k) -> sym'k */
-  char *buf; size_t buf_cap;
+  /* raw symbol -> how many frames of it the current path holds; the next
+   * one is reported as name'(k+1). One lookup per node, whatever the depth. */
+  uint32_t *on_path; size_t on_path_cap;
 };
 
 static uint32_t entry_for(struct flat_builder *b, uint32_t sym, uint32_t depth)
@@ -35,11 +35,22 @@ static uint32_t entry_for(struct flat_builder *b, uint32_t sym, uint32_t depth)
   return e - 1;
 }
 
-static void accumulate(int64_t *v, int64_t value, int64_t ticks, int is_max)
+/* Add one node's (value, ticks) to v[0..2]. The overflow message names the
+ * sum: `what` is "self", "cumulative" or "through-call". */
+static void accumulate(const struct flat_builder *b, int64_t *v, int64_t value, int64_t ticks, uint32_t sym, const char *what)
 {
-  if (is_max) { if (v[0] < value) v[0] = value; }
-  else v[0] += value;
-  v[1] += ticks;
+  const char *failed = NULL;
+  if (b->fp->is_max) { if (v[0] < value) v[0] = value; }
+  else if (!value_add(v[0], value, &v[0])) failed = "value";
+  if (!failed && !value_add(v[1], ticks, &v[1])) failed = "call count";
+  if (failed) {
+    char msg[512];
+    if (strcmp(what, "through-call") == 0)
+      snprintf(msg, sizeof(msg), "the %s of the calls to '%.300s'", failed, symtab_name(b->st, sym));
+    else
+      snprintf(msg, sizeof(msg), "the %s %s of '%.300s'", what, failed, symtab_name(b->st, sym));
+    fatal_overflow(msg);
+  }
   v[2]++;
 }
 
@@ -56,37 +67,6 @@ static struct flat_edge *edge_for(struct flat_profile *fp, uint32_t caller, uint
   e->callee = callee;
   idmap_put(&fp->edge_map, key, id);
   return e;
-}
-
-static int is_on_path(struct flat_builder *b, uint32_t sym)
-{
-  return sym < b->on_path_cap && b->on_path[sym];
-}
-
-static void set_on_path(struct flat_builder *b, uint32_t sym, uint8_t v)
-{
-  GROW(b->on_path, b->on_path_cap, (size_t) sym + 1);
-  b->on_path[sym] = v;
-}
-
-/* The symbol a node is reported as: its own, or name'k for the smallest
- * k >= 2 not already on the current path. */
-static uint32_t report_symbol(struct flat_builder *b, uint32_t sym)
-{
-  if (!is_on_path(b, sym)) return sym;
-  for (uint32_t k = 2;; ++k) {
-    uint64_t key = ((uint64_t) sym << 32) | k;
-    uint32_t r;
-    if (!idmap_get(&b->recursion, key, &r)) {
-      const char *name = symtab_name(b->st, sym);
-      size_t n = strlen(name) + 16;
-      GROW(b->buf, b->buf_cap, n);
-      int len = snprintf(b->buf, n, "%s'%u", name, k);
-      r = symtab_symbol(b->st, b->buf, (size_t) len, b->st->file_of[sym]);
-      idmap_put(&b->recursion, key, r);
-    }
-    if (!is_on_path(b, r)) return r;
-  }
 }
 
 static int compare_edge_callee(const void *a, const void *b)
@@ -133,36 +113,39 @@ void flat_build(struct flat_profile *fp, const struct call_tree *t, struct symta
   fp->is_max = t->is_max;
   fp->node_sym = xmalloc(t->count * sizeof(*fp->node_sym));
   idmap_init(&fp->edge_map);
-  idmap_init(&b.recursion);
+  GROW(b.on_path, b.on_path_cap, st->names.count);
 
   GROW(stack, cap, 1);
-  stack[depth++] = (struct walk_item) { 0, UINT32_MAX, UINT32_MAX };
+  stack[depth++] = (struct walk_item) { 0, UINT32_MAX, 0 };
   uint32_t *entry_stack = NULL;   /* entry of each node on the current path */
   size_t entry_cap = 0;
   while (depth) {
     struct walk_item it = stack[--depth];
+    const struct tree_node *n = &t->nodes[it.node];
     if (it.entry != UINT32_MAX) {          /* leaving the node */
-      set_on_path(&b, it.rsym, 0);
+      b.on_path[n->sym] = it.saved_k;
       continue;
     }
-    const struct tree_node *n = &t->nodes[it.node];
-    uint32_t rsym = report_symbol(&b, n->sym);
+    /* A function met again below itself is reported as name'k, k the
+     * number of its frames on the path down to here. */
+    uint32_t k = b.on_path[n->sym] + 1;
+    uint32_t rsym = k == 1 ? n->sym : symtab_recursion(st, n->sym, k);
     fp->node_sym[it.node] = rsym;
     uint32_t e = entry_for(&b, rsym, n->depth + 1);
     GROW(entry_stack, entry_cap, (size_t) n->depth + 1);
     entry_stack[n->depth] = e;
     if (n->parent != NO_NODE) {
       struct flat_edge *edge = edge_for(fp, entry_stack[n->depth - 1], e);
-      accumulate(edge->vals, n->ccnt, n->cfreq, fp->is_max);
+      accumulate(&b, edge->vals, n->ccnt, n->cfreq, rsym, "through-call");
     }
-    accumulate(fp->entries[e].self, n->cnt, n->freq, fp->is_max);
-    accumulate(fp->entries[e].cum, n->ccnt, n->cfreq, fp->is_max);
-    set_on_path(&b, rsym, 1);
+    accumulate(&b, fp->entries[e].self, n->cnt, n->freq, rsym, "self");
+    accumulate(&b, fp->entries[e].cum, n->ccnt, n->cfreq, rsym, "cumulative");
     GROW(stack, cap, depth + 1);
-    stack[depth++] = (struct walk_item) { it.node, e, rsym };
+    stack[depth++] = (struct walk_item) { it.node, e, k - 1 };
+    b.on_path[n->sym] = k;
     for (uint32_t c = n->first_child; c != NO_NODE; c = t->nodes[c].next_sibling) {
       GROW(stack, cap, depth + 1);
-      stack[depth++] = (struct walk_item) { c, UINT32_MAX, UINT32_MAX };
+      stack[depth++] = (struct walk_item) { c, UINT32_MAX, 0 };
     }
   }
   index_edges(fp);
@@ -171,8 +154,6 @@ void flat_build(struct flat_profile *fp, const struct call_tree *t, struct symta
   free(stack);
   free(entry_stack);
   free(b.on_path);
-  free(b.buf);
-  idmap_free(&b.recursion);
 }
 
 /* qsort has no context argument; ranking runs once, single-threaded. */

@@ -5,6 +5,7 @@
 #include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "flat.h"
 #include "merge.h"
@@ -182,6 +183,33 @@ static void parse_args(struct options *o, int argc, char **argv)
   if (o->lines && !o->gdb) usage_error("%s", "--lines needs -g");
 }
 
+/* Whether the input `path` ("-": standard input) is the file `out`. */
+static int same_file(const char *path, const struct stat *out)
+{
+  struct stat in;
+  int rc = strcmp(path, "-") ? stat(path, &in) : fstat(0, &in);
+  return rc == 0 && in.st_dev == out->st_dev && in.st_ino == out->st_ino;
+}
+
+/* Never write a report over an input: the output file (or standard output
+ * when the report goes there) must not be any input file, compared by device
+ * and inode so that no other name, symlink or hard link gets past. Checked
+ * before anything is read or written. */
+static void check_output_is_not_input(const struct options *o)
+{
+  struct stat out;
+  int to_file = o->output_file && strcmp(o->output_file, "-") != 0;
+  if (to_file ? stat(o->output_file, &out) != 0 : fstat(1, &out) != 0) return;   /* nothing there yet */
+  if (!S_ISREG(out.st_mode)) return;
+  for (size_t i = 0; i <= o->ninputs; ++i) {
+    const char *in = i < o->ninputs ? o->inputs[i] : o->baseline;
+    if (!in || !same_file(in, &out)) continue;
+    const char *shown = strcmp(in, "-") ? in : "<stdin>";
+    if (to_file) fatal("%s: the output file is the input '%s'; refusing to overwrite it", o->output_file, shown);
+    fatal("standard output is the input '%s'; refusing to write the report into it", shown);
+  }
+}
+
 static void write_report(struct options *o, struct report *r)
 {
   switch (o->output) {
@@ -209,6 +237,7 @@ int main(int argc, char **argv)
   static char outbuf[1 << 20];
   struct options o = { 0 };
   parse_args(&o, argc, argv);
+  check_output_is_not_input(&o);
   setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
   __fsetlocking(stdout, FSETLOCKING_BYCALLER);   /* single-threaded: skip stdio locks */
 
@@ -231,14 +260,14 @@ int main(int argc, char **argv)
   struct flat_profile base_flat = { 0 }, flat;
   if (o.baseline) {
     base.is_max = tree.is_max;
-    tree_accumulate(&base);
+    tree_accumulate(&base, &st);
     if (o.diff) flat_build(&base_flat, &base, &st);
-    tree_subtract(&tree, &base);
+    tree_subtract(&tree, &base, &st);
   }
   tree_freeze(&tree);
   if (o.baseline) tree_free(&base);
   if (o.read.verbose) fprintf(stderr, "igprof-analyse: %zu tree nodes, %zu symbols\n", tree.count, st.names.count);
-  tree_accumulate(&tree);
+  tree_accumulate(&tree, &st);
   flat_build(&flat, &tree, &st);
   flat_rank(&flat, &st, o.ascending);
 

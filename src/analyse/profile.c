@@ -45,6 +45,7 @@ void symtab_init(struct symtab *st, int demangle)
   memset(st, 0, sizeof(*st));
   strpool_init(&st->names);
   strpool_init(&st->files);
+  idmap_init(&st->recursion);
   st->demangle = demangle;
   symtab_file(st, "", 0);
   st->spontaneous = symtab_symbol(st, "<spontaneous>", 13, 0);
@@ -57,6 +58,7 @@ void symtab_free(struct symtab *st)
       if (st->display[i] && st->display[i] != strpool_get(&st->names, (uint32_t) i)) free((char *) st->display[i]);
   strpool_free(&st->names);
   strpool_free(&st->files);
+  idmap_free(&st->recursion);
   free(st->file_of); free(st->flags); free(st->display);
   memset(st, 0, sizeof(*st));
 }
@@ -66,16 +68,36 @@ uint32_t symtab_file(struct symtab *st, const char *path, size_t len)
   return strpool_intern(&st->files, path, len);
 }
 
+static void symtab_new_symbol(struct symtab *st, uint32_t id, uint32_t file, uint8_t flags)
+{
+  symtab_grow(st, (size_t) id + 1);
+  st->file_of[id] = file;
+  st->flags[id] = flags;
+  st->display[id] = NULL;
+}
+
 uint32_t symtab_symbol(struct symtab *st, const char *name, size_t len, uint32_t file)
 {
   size_t before = st->names.count;
   uint32_t id = strpool_intern(&st->names, name, len);
-  if (st->names.count != before) {
-    symtab_grow(st, (size_t) id + 1);
-    st->file_of[id] = file;
-    st->flags[id] = is_allocator_name(strpool_get(&st->names, id)) ? SYM_ALLOCATOR : 0;
-    st->display[id] = NULL;
-  }
+  if (st->names.count != before)
+    symtab_new_symbol(st, id, file, is_allocator_name(strpool_get(&st->names, id)) ? SYM_ALLOCATOR : 0);
+  return id;
+}
+
+uint32_t symtab_recursion(struct symtab *st, uint32_t sym, uint32_t k)
+{
+  uint64_t key = ((uint64_t) sym << 32) | k;
+  uint32_t id;
+  if (idmap_get(&st->recursion, key, &id)) return id;
+  const char *name = symtab_name(st, sym);
+  size_t n = strlen(name);
+  char *buf = xmalloc(n + 16);
+  int len = snprintf(buf, n + 16, "%s'%u", name, k);
+  id = strpool_add(&st->names, buf, (size_t) len);
+  free(buf);
+  symtab_new_symbol(st, id, st->file_of[sym], 0);
+  idmap_put(&st->recursion, key, id);
   return id;
 }
 
@@ -194,18 +216,34 @@ void tree_freeze(struct call_tree *t)
   t->nslots = 0;
 }
 
-void tree_add(struct call_tree *t, uint32_t node, int64_t value, int64_t ticks)
+int tree_add(struct call_tree *t, uint32_t node, int64_t value, int64_t ticks)
 {
   struct tree_node *n = &t->nodes[node];
+  int64_t cnt = n->cnt, freq;
   if (t->is_max) {
-    if (value > n->cnt) n->cnt = value;
-  } else {
-    n->cnt += value;
+    if (value > cnt) cnt = value;
+  } else if (!value_add(cnt, value, &cnt)) {
+    return 0;
   }
-  n->freq += ticks;
+  if (!value_add(n->freq, ticks, &freq)) return 0;
+  n->cnt = cnt;
+  n->freq = freq;
+  return 1;
 }
 
-void tree_accumulate(struct call_tree *t)
+/* The message for an overflow at node `id`: what overflowed (`what`: the
+ * "value" or "call count", `diff`: the difference from the baseline) and
+ * the function it belongs to. */
+static _Noreturn void node_overflow(const struct call_tree *t, const struct symtab *st, uint32_t id, const char *what, int diff)
+{
+  char msg[512];
+  const char *pre = diff ? "" : "cumulative ", *post = diff ? " difference from the baseline" : "";
+  if (id == 0) snprintf(msg, sizeof(msg), "the profile's total %s%s", what, post);
+  else snprintf(msg, sizeof(msg), "the %s%s%s of '%.300s' on one of its stacks", pre, what, post, symtab_name(st, t->nodes[id].sym));
+  fatal_overflow(msg);
+}
+
+void tree_accumulate(struct call_tree *t, const struct symtab *st)
 {
   for (size_t i = 0; i < t->count; ++i) {
     t->nodes[i].ccnt = t->nodes[i].cnt;
@@ -217,14 +255,14 @@ void tree_accumulate(struct call_tree *t)
     struct tree_node *p = &t->nodes[n->parent];
     if (t->is_max) {
       if (n->ccnt > p->ccnt) p->ccnt = n->ccnt;
-    } else {
-      p->ccnt += n->ccnt;
+    } else if (!value_add(p->ccnt, n->ccnt, &p->ccnt)) {
+      node_overflow(t, st, n->parent, "value", 0);
     }
-    p->cfreq += n->cfreq;
+    if (!value_add(p->cfreq, n->cfreq, &p->cfreq)) node_overflow(t, st, n->parent, "call count", 0);
   }
 }
 
-void tree_subtract(struct call_tree *t, const struct call_tree *base)
+void tree_subtract(struct call_tree *t, const struct call_tree *base, const struct symtab *st)
 {
   /* Map each baseline node onto the same path in t; ids grow parent-first. */
   uint32_t *map = xmalloc(base->count * sizeof(*map));
@@ -232,11 +270,11 @@ void tree_subtract(struct call_tree *t, const struct call_tree *base)
   for (size_t i = 1; i < base->count; ++i) {
     const struct tree_node *b = &base->nodes[i];
     map[i] = tree_child(t, map[b->parent], b->sym);
-    struct tree_node *n = &t->nodes[map[i]];
-    n->cnt -= b->cnt;
-    n->freq -= b->freq;
   }
-  t->nodes[0].cnt -= base->nodes[0].cnt;
-  t->nodes[0].freq -= base->nodes[0].freq;
+  for (size_t i = 0; i < base->count; ++i) {
+    struct tree_node *n = &t->nodes[map[i]];
+    if (!value_sub(n->cnt, base->nodes[i].cnt, &n->cnt)) node_overflow(t, st, map[i], "value", 1);
+    if (!value_sub(n->freq, base->nodes[i].freq, &n->freq)) node_overflow(t, st, map[i], "call count", 1);
+  }
   free(map);
 }

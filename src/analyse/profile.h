@@ -27,6 +27,7 @@ struct symtab {
   size_t cap;
   int demangle;           /* -d: show demangled names */
   uint32_t spontaneous;   /* the synthetic root symbol */
+  struct idmap recursion; /* (sym << 32 | k) -> the symbol name'k */
 };
 
 void symtab_init(struct symtab *st, int demangle);
@@ -36,6 +37,10 @@ uint32_t symtab_symbol(struct symtab *st, const char *name, size_t len, uint32_t
 uint32_t symtab_file(struct symtab *st, const char *path, size_t len);
 static inline const char *symtab_name(const struct symtab *st, uint32_t sym) { return strpool_get(&st->names, sym); }
 static inline const char *symtab_file_name(const struct symtab *st, uint32_t file) { return strpool_get(&st->files, file); }
+/* The symbol for the k-th (k >= 2) frame of `sym` on one stack, named
+ * name'k. It is its own symbol even if the dump also has a function of that
+ * name, and the same for every tree built on this table (-b needs that). */
+uint32_t symtab_recursion(struct symtab *st, uint32_t sym, uint32_t k);
 /* The name shown in reports: demangled with -d, raw otherwise. */
 const char *symtab_display(struct symtab *st, uint32_t sym);
 /* Library path of a symbol as shown by -l and the databases. */
@@ -66,11 +71,13 @@ uint32_t tree_child(struct call_tree *t, uint32_t parent, uint32_t sym);
 /* Drop the lookup table once no more nodes will be added (saves memory for
  * the report phase); tree_child must not be called afterwards. */
 void tree_freeze(struct call_tree *t);
-/* Add a value/ticks pair to a node's self counts. */
-void tree_add(struct call_tree *t, uint32_t node, int64_t value, int64_t ticks);
-/* Fill ccnt/cfreq bottom-up. */
-void tree_accumulate(struct call_tree *t);
-/* Subtract every count of `base` (built on the same symtab) from `t`. */
-void tree_subtract(struct call_tree *t, const struct call_tree *base);
+/* Add a value/ticks pair to a node's self counts. Returns 0, changing
+ * nothing, when a sum would leave the range of counter values (util.h). */
+int tree_add(struct call_tree *t, uint32_t node, int64_t value, int64_t ticks);
+/* Fill ccnt/cfreq bottom-up; exits with a message if a sum overflows. */
+void tree_accumulate(struct call_tree *t, const struct symtab *st);
+/* Subtract every count of `base` (built on the same symtab) from `t`;
+ * exits with a message if a difference overflows. */
+void tree_subtract(struct call_tree *t, const struct call_tree *base, const struct symtab *st);
 
 #endif

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,12 @@ struct frame {
   uint32_t raw_sym;        /* symbol before -ml/-mr (what filters look at) */
   uint32_t first, count;   /* mapped symbols in reader.frame_syms, outermost first */
   uint8_t profiler;        /* defined in the profiler's own library */
+  uint64_t line;           /* where the dump defined it */
 };
+
+/* An F or V definition of the current dump. */
+struct file_def { uint32_t file; uint64_t line; };
+struct counter_def { uint8_t is_key; uint64_t line; };
 
 /* A line read before the report counter was known (it carries no counter). */
 struct pending_line { uint32_t depth, frame; };
@@ -44,7 +50,9 @@ struct reader {
   /* per dump */
   struct line_source src;
   int base;
-  struct idmap fn_ids, file_ids, counter_ids;
+  struct idmap fn_ids, file_ids, counter_ids;   /* id -> frame, file_defs, counter_defs index */
+  struct file_def *file_defs; size_t nfile_defs, file_defs_cap;
+  struct counter_def *counter_defs; size_t ncounter_defs, counter_defs_cap;
   uint32_t *fn_dense; size_t fn_dense_cap;   /* small FN ids -> frame + 1 (0 = none) */
   struct frame *frames; size_t nframes, frames_cap;
   uint32_t *frame_syms; size_t nframe_syms, frame_syms_cap;
@@ -195,6 +203,17 @@ static char *scratch(struct reader *rd, size_t n)
   return rd->scratch;
 }
 
+/* An FN/F/V id as the dump writes it (hexadecimal in HEX dumps). */
+struct id_text { char s[24]; };
+
+static struct id_text id_text(const struct reader *rd, int64_t id)
+{
+  struct id_text t;
+  uint64_t mag = id < 0 ? (uint64_t) 0 - (uint64_t) id : (uint64_t) id;
+  snprintf(t.s, sizeof(t.s), rd->base == 16 ? "%s%" PRIx64 : "%s%" PRIu64, id < 0 ? "-" : "", mag);
+  return t;
+}
+
 /* ---- report counter ---- */
 
 static void set_key(struct reader *rd, const char *name)
@@ -233,6 +252,8 @@ void reader_free(struct reader *rd)
   idmap_free(&rd->file_ids);
   idmap_free(&rd->counter_ids);
   free(rd->frames);
+  free(rd->file_defs);
+  free(rd->counter_defs);
   free(rd->frame_syms);
   free(rd->path);
   free(rd->ma_state);
@@ -247,6 +268,8 @@ int reader_key_is_max(const struct reader *rd) { return rd->key_is_max; }
 int reader_key_is_time(const struct reader *rd) { return rd->key_is_time; }
 
 /* ---- header: P=([HEX ]ID=<pid> N=(<program>) T=<period>) ---- */
+
+#define TICK_PERIOD_MAX 1e6
 
 static void parse_header(struct reader *rd, char *line, size_t len)
 {
@@ -264,8 +287,16 @@ static void parse_header(struct reader *rd, char *line, size_t len)
   char *num = t + 4, *endp = NULL;
   errno = 0;
   double period = strtod(num, &endp);
-  if (endp == num || errno || *endp != ')' || endp + 1 != line + len || period < 0)
+  if (endp == num || *endp != ')' || endp + 1 != line + len)
     parse_error(rd, "malformed header: bad tick period '%.*s'", (int) (line + len - num), num);
+  /* Times are ticks x period: only a finite, non-negative period of at most
+   * TICK_PERIOD_MAX seconds keeps every time finite. */
+  int nlen = (int) (endp - num);
+  if (isnan(period)) parse_error(rd, "malformed header: tick period '%.*s' is not a number", nlen, num);
+  if (isinf(period)) parse_error(rd, "malformed header: tick period '%.*s' is infinite", nlen, num);
+  if (period < 0) parse_error(rd, "malformed header: tick period '%.*s' is negative", nlen, num);
+  if (period > TICK_PERIOD_MAX)
+    parse_error(rd, "malformed header: tick period '%.*s' is out of range (0 to %.0f seconds)", nlen, num, TICK_PERIOD_MAX);
   if (!rd->have_period) {
     rd->tick_period = period;
     rd->have_period = 1;
@@ -349,6 +380,7 @@ static void define_frame(struct reader *rd, int64_t id, const char *name, uint32
     add_frame_sym(rd, f.raw_sym);
   }
   f.count = (uint32_t) rd->nframe_syms - f.first;
+  f.line = rd->src.lineno;
   GROW(rd->frames, rd->frames_cap, rd->nframes + 1);
   rd->frames[rd->nframes] = f;
   set_fn(rd, id, (uint32_t) rd->nframes);
@@ -407,10 +439,14 @@ static void parse_fn_definition(struct reader *rd, char **pp, int64_t id)
 {
   char *p = *pp;
   int64_t fid, fileoff;
-  uint32_t file;
+  uint32_t file, def;
+  if (get_fn(rd, id, &def))
+    parse_error(rd, "function FN%s redefined (first defined on line %" PRIu64 ")", id_text(rd, id).s, rd->frames[def].line);
   if (!expect(&p, "=(F") || !parse_int(&p, rd->base, &fid))
     parse_error(rd, "malformed function definition: expected '=(F<file id>'");
   if (*p == '=') {
+    if (idmap_get(&rd->file_ids, (uint64_t) fid, &def))
+      parse_error(rd, "file F%s redefined (first defined on line %" PRIu64 ")", id_text(rd, fid).s, rd->file_defs[def].line);
     p++;
     if (*p != '(') parse_error(rd, "malformed file definition: expected '=(<path>)'");
     char *end = field_end(++p, "+");
@@ -422,10 +458,14 @@ static void parse_fn_definition(struct reader *rd, char **pp, int64_t id)
     char *real = *p && !strchr(p, '/') ? search_path(p) : *p ? realpath(p, NULL) : NULL;
     file = real ? symtab_file(rd->st, real, strlen(real)) : symtab_file(rd->st, p, len);
     free(real);
-    idmap_put(&rd->file_ids, (uint64_t) fid, file);
+    GROW(rd->file_defs, rd->file_defs_cap, rd->nfile_defs + 1);
+    rd->file_defs[rd->nfile_defs] = (struct file_def) { file, rd->src.lineno };
+    idmap_put(&rd->file_ids, (uint64_t) fid, (uint32_t) rd->nfile_defs++);
     p = end + 1;
-  } else if (!idmap_get(&rd->file_ids, (uint64_t) fid, &file)) {
-    parse_error(rd, "file F%" PRId64 " referenced before its definition", fid);
+  } else if (idmap_get(&rd->file_ids, (uint64_t) fid, &def)) {
+    file = rd->file_defs[def].file;
+  } else {
+    parse_error(rd, "file F%s referenced before its definition", id_text(rd, fid).s);
   }
   if (!expect(&p, "+") || !parse_int(&p, rd->base, &fileoff) || !expect(&p, " N=("))
     parse_error(rd, "malformed function definition: expected '+<offset> N=(<name>)'");
@@ -489,15 +529,23 @@ static int hit_filtered(const struct read_options *o, int64_t value, int64_t tic
   return 0;
 }
 
+static _Noreturn void stack_overflow_error(struct reader *rd)
+{
+  parse_error(rd, "the %s sum of this stack exceeds the 64-bit range of counter values (" VALUE_RANGE_TEXT ")", rd->key);
+}
+
 /* " V<id>[=(<name>)]:(<ticks>,<value>,<peak>)" {";LK=(0x<addr>,<size>)"} */
 static void parse_counter(struct reader *rd, char **pp, int *has_key, int64_t *value, int64_t *ticks)
 {
   char *p = *pp;
   int64_t cid, t, v, pk;
-  uint32_t is_key;
+  uint32_t def;
+  int is_key;
   if (!expect(&p, " V") || !parse_int(&p, rd->base, &cid))
     parse_error(rd, "malformed counter: expected ' V<id>'");
   if (*p == '=') {
+    if (idmap_get(&rd->counter_ids, (uint64_t) cid, &def))
+      parse_error(rd, "counter V%s redefined (first defined on line %" PRIu64 ")", id_text(rd, cid).s, rd->counter_defs[def].line);
     if (!expect(&p, "=(")) parse_error(rd, "malformed counter definition: expected '=(<name>)'");
     char *end = field_end(p, ":(");
     if (!end) parse_error(rd, "malformed counter definition: missing '):(' after the name");
@@ -505,10 +553,14 @@ static void parse_counter(struct reader *rd, char **pp, int *has_key, int64_t *v
     strpool_intern(&rd->counter_names, p, (size_t) (end - p));
     if (!rd->key) set_key(rd, p);
     is_key = strcmp(p, rd->key) == 0;
-    idmap_put(&rd->counter_ids, (uint64_t) cid, is_key);
+    GROW(rd->counter_defs, rd->counter_defs_cap, rd->ncounter_defs + 1);
+    rd->counter_defs[rd->ncounter_defs] = (struct counter_def) { (uint8_t) is_key, rd->src.lineno };
+    idmap_put(&rd->counter_ids, (uint64_t) cid, (uint32_t) rd->ncounter_defs++);
     p = end + 1;
-  } else if (!idmap_get(&rd->counter_ids, (uint64_t) cid, &is_key)) {
-    parse_error(rd, "counter V%" PRId64 " referenced before its definition", cid);
+  } else if (idmap_get(&rd->counter_ids, (uint64_t) cid, &def)) {
+    is_key = rd->counter_defs[def].is_key;
+  } else {
+    parse_error(rd, "counter V%s referenced before its definition", id_text(rd, cid).s);
   }
   if (!expect(&p, ":(") || !parse_int(&p, rd->base, &t) || !expect(&p, ",")
       || !parse_int(&p, rd->base, &v) || !expect(&p, ",") || !parse_int(&p, rd->base, &pk)
@@ -523,14 +575,20 @@ static void parse_counter(struct reader *rd, char **pp, int *has_key, int64_t *v
   if (is_key) {
     int64_t val = rd->opt.peak ? pk : v;
     if (!hit_filtered(&rd->opt, val, t)) {
+      /* A line may give the report counter more than once (two V ids of
+       * one name): the values add up like two lines of the stack. */
+      int ok = 1;
       if (rd->key_is_max) { if (!*has_key || val > *value) *value = val; }
-      else *value += val;
-      *ticks += t;
+      else ok = value_add(*value, val, value);
+      if (!ok || !value_add(*ticks, t, ticks)) stack_overflow_error(rd);
     }
     *has_key = 1;
   }
   *pp = p;
 }
+
+/* Depths index 32-bit arrays; a dump this deep would have 4 billion lines. */
+#define STACK_DEPTH_MAX (UINT32_MAX - 2)
 
 static void parse_line(struct reader *rd, char *line)
 {
@@ -540,6 +598,7 @@ static void parse_line(struct reader *rd, char *line)
   if (!expect(&p, "C") || !parse_int(&p, rd->base, &depth))
     parse_error(rd, "malformed stack line: expected 'C<depth>'");
   if (depth < 1) parse_error(rd, "stack depth %" PRId64 " is invalid (depths start at 1)", depth);
+  if (depth > STACK_DEPTH_MAX) parse_error(rd, "stack depth %" PRId64 " is beyond the limit of %u frames", depth, STACK_DEPTH_MAX);
   if ((uint64_t) depth > (uint64_t) rd->cur_depth + 1)
     parse_error(rd, "stack depth %" PRId64 " follows depth %" PRIu32 " (a frame may be at most one level deeper than the line before)",
                 depth, rd->cur_depth);
@@ -548,7 +607,7 @@ static void parse_line(struct reader *rd, char *line)
   if (*p == '=') {
     parse_fn_definition(rd, &p, id);
   } else if (!get_fn(rd, id, &frame)) {
-    parse_error(rd, "function FN%" PRId64 " referenced before its definition", id);
+    parse_error(rd, "function FN%s referenced before its definition", id_text(rd, id).s);
   }
   get_fn(rd, id, &frame);
   if (!expect(&p, "+") || !parse_int(&p, rd->base, &symoff))
@@ -568,7 +627,7 @@ static void parse_line(struct reader *rd, char *line)
   }
   if (rd->npending) flush_pending(rd);
   uint32_t node = place(rd, (uint32_t) depth, frame);
-  if (has_key) tree_add(rd->tree, node, value, ticks);
+  if (has_key && !tree_add(rd->tree, node, value, ticks)) stack_overflow_error(rd);
 }
 
 void reader_read(struct reader *rd, const char *path, struct call_tree *tree)
@@ -587,6 +646,7 @@ void reader_read(struct reader *rd, const char *path, struct call_tree *tree)
   if (rd->fn_dense) memset(rd->fn_dense, 0, rd->fn_dense_cap * sizeof(*rd->fn_dense));
   idmap_clear(&rd->file_ids);
   idmap_clear(&rd->counter_ids);
+  rd->nfile_defs = rd->ncounter_defs = 0;
   rd->nframes = 0;
   rd->nframe_syms = 0;
   rd->cur_depth = 0;

@@ -25,6 +25,15 @@ struct report {
   int ascending;     /* -o ascending */
 };
 
+/* Stack-shaped outputs (--flame lines, --top stacks) show at most this many
+ * frames of one stack, so that their size is bounded by the number of call-tree
+ * nodes times this, whatever the depth; what is cut is marked. */
+#define REPORT_STACK_FRAMES 1024u
+#define REPORT_DEEPER_MARKER "[deeper frames]"
+/* --tree draws at most this many indentation columns; deeper lines say how
+ * many levels were left out ("[+K]"). */
+#define TREE_INDENT_LEVELS 64u
+
 /* One row of a report: an entry's caller or callee. */
 struct report_row {
   uint32_t entry;          /* the other entry */

@@ -296,7 +296,15 @@ static void print_other_row(const struct report *r, const struct layout *l, cons
 int64_t report_kids(const struct report *r, uint32_t e, const struct report_row *callees, size_t n)
 {
   const struct flat_entry *en = &r->flat->entries[e];
-  if (!r->flat->is_max) return en->cum[0] - en->self[0];
+  int64_t kids;
+  if (!r->flat->is_max) {
+    if (!value_sub(en->cum[0], en->self[0], &kids)) {
+      char msg[512];
+      snprintf(msg, sizeof(msg), "the children value of '%.300s'", symtab_name(r->st, en->sym));
+      fatal_overflow(msg);
+    }
+    return kids;
+  }
   int64_t m = 0;
   for (size_t i = 0; i < n; ++i) if (callees[i].edge->vals[0] > m) m = callees[i].edge->vals[0];
   return m;

@@ -16,38 +16,66 @@ static void put_frame(FILE *out, const char *s)
   }
 }
 
-/* Children of node n as an array (sorted by the caller's comparator). */
-static size_t children(const struct call_tree *t, uint32_t n, uint32_t **out, size_t *cap)
+/* Children of node n appended to (*out)[at...], newest first (the order of
+ * the sibling list); returns how many. */
+static size_t children(const struct call_tree *t, uint32_t n, uint32_t **out, size_t *cap, size_t at)
 {
   size_t k = 0;
   for (uint32_t c = t->nodes[n].first_child; c != NO_NODE; c = t->nodes[c].next_sibling) {
-    GROW(*out, *cap, k + 1);
-    (*out)[k++] = c;
+    GROW(*out, *cap, at + k + 1);
+    (*out)[at + k++] = c;
   }
   return k;
 }
 
+static void put_stack_line(const struct report *r, const uint32_t *path, size_t n, const char *marker, int64_t value)
+{
+  for (size_t i = 0; i < n; ++i) {
+    put_frame(r->out, symtab_display(r->st, r->tree->nodes[path[i]].sym));
+    fputc(i + 1 < n || marker ? ';' : ' ', r->out);
+  }
+  if (marker) fprintf(r->out, "%s ", marker);
+  fprintf(r->out, "%" PRId64 "\n", value);
+}
+
+/* Depth-first, so each line's frames are the path walked down to its node:
+ * no line costs more than REPORT_STACK_FRAMES frames. Nodes below that depth
+ * add up into one line per node at the limit, ending in a marker frame. */
 void report_flame(const struct report *r)
 {
   const struct call_tree *t = r->tree;
-  uint32_t *path = xmalloc(64 * sizeof(*path));
-  size_t path_cap = 64;
-  /* Pre-order walk by node id is not enough (siblings interleave), so build
-   * the path from each node upwards; fine for output-sized work. */
-  for (uint32_t id = 1; id < t->count; ++id) {
+  uint32_t *todo = NULL, *path = NULL;   /* nodes still to visit; the current path (depth 1..) */
+  size_t ntodo = 0, todo_cap = 0, path_cap = 0;
+  int64_t deeper = 0;                   /* values below the limit under path[limit - 1] */
+  int have_deeper = 0;
+  ntodo = children(t, 0, &todo, &todo_cap, 0);
+  GROW(path, path_cap, REPORT_STACK_FRAMES + 1);
+  while (ntodo) {
+    uint32_t id = todo[--ntodo];
     const struct tree_node *n = &t->nodes[id];
-    if (!n->cnt) continue;
-    size_t depth = 0;
-    for (uint32_t p = id; p != 0; p = t->nodes[p].parent) {
-      GROW(path, path_cap, depth + 1);
-      path[depth++] = p;
+    if (n->depth > REPORT_STACK_FRAMES) {
+      int ok = 1;
+      if (t->is_max) { if (!have_deeper || n->cnt > deeper) deeper = n->cnt; }
+      else ok = value_add(deeper, n->cnt, &deeper);
+      if (!ok) fatal_overflow("the value of the frames under one --flame line");
+      have_deeper |= n->cnt != 0;
+    } else {
+      path[n->depth - 1] = id;
+      if (n->cnt) put_stack_line(r, path, n->depth, NULL, n->cnt);
     }
-    while (depth--) {
-      put_frame(r->out, symtab_display(r->st, t->nodes[path[depth]].sym));
-      fputc(depth ? ';' : ' ', r->out);
+    /* Newest child first on the stack: the oldest is visited first, so a
+     * single dump's stacks come out in the dump's order. */
+    ntodo += children(t, id, &todo, &todo_cap, ntodo);
+    /* path[limit - 1]'s subtree is a contiguous run of the walk: when the
+     * next node is not in it, its total is complete. */
+    int leaving = have_deeper && (ntodo == 0 || t->nodes[todo[ntodo - 1]].depth <= REPORT_STACK_FRAMES);
+    if (leaving) {
+      if (deeper) put_stack_line(r, path, REPORT_STACK_FRAMES, REPORT_DEEPER_MARKER, deeper);
+      deeper = 0;
+      have_deeper = 0;
     }
-    fprintf(r->out, "%" PRId64 "\n", n->cnt);
   }
+  free(todo);
   free(path);
 }
 
@@ -65,52 +93,66 @@ static int by_cum_desc(const void *pa, const void *pb)
 
 static double pct_of(int64_t v, int64_t total) { return total ? (double) v / (double) total * 100. : 0.; }
 
-/* Children shown: >= 1% of the total, or >= 0.1% under a parent that is
- * itself below 1% -- IgProf's massif rule. */
-static size_t kept_children(const struct report *r, uint32_t n, uint32_t **kids, size_t *cap)
+/* Children shown, appended to (*kids)[at...]: >= 1% of the total, or >= 0.1%
+ * under a parent that is itself below 1% -- IgProf's massif rule. */
+static size_t kept_children(const struct report *r, uint32_t n, uint32_t **kids, size_t *cap, size_t at)
 {
   const struct call_tree *t = r->tree;
   int64_t total = t->nodes[0].ccnt;
   double pct = pct_of(t->nodes[n].ccnt, total);
-  size_t k = children(t, n, kids, cap), kept = 0;
+  size_t k = children(t, n, kids, cap, at), kept = 0;
+  uint32_t *list = *kids + at;
   sort_tree = t;
-  if (k > 1) qsort(*kids, k, sizeof(**kids), by_cum_desc);
+  if (k > 1) qsort(list, k, sizeof(*list), by_cum_desc);
   for (size_t i = 0; i < k; ++i) {
-    double c = pct_of(t->nodes[(*kids)[i]].ccnt, total);
+    double c = pct_of(t->nodes[list[i]].ccnt, total);
     if ((c < 1. && pct < 1.) || c < 0.1) continue;
-    (*kids)[kept++] = (*kids)[i];
+    list[kept++] = list[i];
   }
   return kept;
 }
 
-struct tree_frame { uint32_t *kids; size_t nkids, next, cap; };
+/* A tree level: its node's shown children are pending[begin..end), the next
+ * to print at `next`. */
+struct tree_level { size_t begin, next, end; };
+
+/* The columns in front of a node at `depth`: one per ancestor, '|' while that
+ * ancestor still has children to print. Past TREE_INDENT_LEVELS columns the
+ * rest is written as "[+K]" (K more levels), so a line never grows with the
+ * depth and a path of depth D is D lines of bounded length. */
+static void put_indent(const struct report *r, const struct tree_level *levels, size_t depth)
+{
+  size_t shown = depth < TREE_INDENT_LEVELS ? depth : TREE_INDENT_LEVELS;
+  for (size_t i = 0; i < shown; ++i)
+    fputs(levels[i].next < levels[i].end || i + 1 == depth ? " |" : "  ", r->out);
+  if (depth > shown) fprintf(r->out, "[+%zu]", depth - shown);
+}
 
 void report_tree(const struct report *r)
 {
   const struct call_tree *t = r->tree;
-  struct tree_frame *stack = NULL;
-  size_t depth = 0, cap = 0;
+  struct tree_level *levels = NULL;
+  uint32_t *pending = NULL;
+  size_t depth = 0, levels_cap = 0, npending = 0, pending_cap = 0;
   int64_t total = t->nodes[0].ccnt;
   uint32_t node = 0;
   for (;;) {
-    /* print node at `depth`: one column per ancestor, '|' while that
-     * ancestor still has children to print */
-    for (size_t i = 0; i < depth; ++i)
-      fputs(stack[i].next < stack[i].nkids || i + 1 == depth ? " |" : "  ", r->out);
+    put_indent(r, levels, depth);
     /* As IgProf: the percentage is shown for nodes with a self value. */
     if (t->nodes[node].cnt) fprintf(r->out, "->(%.2f) ", pct_of(t->nodes[node].ccnt, total));
-    fprintf(r->out, "%s\n", symtab_display(r->st, r->flat->node_sym[node]));
-    GROW(stack, cap, depth + 1);
-    struct tree_frame *f = &stack[depth];
-    f->nkids = kept_children(r, node, &f->kids, &f->cap);
-    f->next = 0;
+    fputs(symtab_display(r->st, r->flat->node_sym[node]), r->out);
+    fputc('\n', r->out);
+    GROW(levels, levels_cap, depth + 1);
+    size_t k = kept_children(r, node, &pending, &pending_cap, npending);
+    levels[depth] = (struct tree_level) { npending, npending, npending + k };
+    npending += k;
     depth++;
-    while (depth && stack[depth - 1].next == stack[depth - 1].nkids) depth--;
+    while (depth && levels[depth - 1].next == levels[depth - 1].end) npending = levels[--depth].begin;
     if (!depth) break;
-    node = stack[depth - 1].kids[stack[depth - 1].next++];
+    node = pending[levels[depth - 1].next++];
   }
-  for (size_t i = 0; i < cap; ++i) free(stack[i].kids);
-  free(stack);
+  free(levels);
+  free(pending);
 }
 
 /* ---- --top N ---- */
@@ -137,11 +179,14 @@ void report_top(const struct report *r, size_t n)
     if (r->is_time) format_thousands_2dp(v, sizeof(v), (double) t->nodes[ids[i]].cnt * r->tick_period);
     else format_thousands(v, sizeof(v), t->nodes[ids[i]].cnt);
     fprintf(r->out, "## Entry %zu (%s %s)\n", i + 1, v, unit);
-    int j = 0;
-    for (uint32_t p = ids[i];; p = t->nodes[p].parent) {
-      fprintf(r->out, "#%d %s\n", j++, symtab_display(r->st, r->flat->node_sym[p]));
+    /* The innermost REPORT_STACK_FRAMES frames; the rest is counted. */
+    uint32_t p = ids[i], j = 0;
+    for (; j < REPORT_STACK_FRAMES; ++j, p = t->nodes[p].parent) {
+      fprintf(r->out, "#%u %s\n", j, symtab_display(r->st, r->flat->node_sym[p]));
       if (p == 0) break;
     }
+    if (j == REPORT_STACK_FRAMES)
+      fprintf(r->out, "#%u [%u outer frames not shown]\n", j, t->nodes[p].depth + 1);
     fputc('\n', r->out);
   }
   free(ids);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 void (*analyse_exit_hook)(int status);
+const char *program_name = "igprof-analyse";
 
 void analyse_exit(int status)
 {
@@ -45,7 +46,7 @@ void fatal(const char *fmt, ...)
 {
   va_list ap;
   fflush(stdout);
-  fputs("igprof-analyse: ", stderr);
+  fprintf(stderr, "%s: ", program_name);
   va_start(ap, fmt);
   vfprintf(stderr, fmt, ap);
   va_end(ap);
@@ -56,11 +57,16 @@ void fatal(const char *fmt, ...)
 void warn(const char *fmt, ...)
 {
   va_list ap;
-  fputs("igprof-analyse: warning: ", stderr);
+  fprintf(stderr, "%s: warning: ", program_name);
   va_start(ap, fmt);
   vfprintf(stderr, fmt, ap);
   va_end(ap);
   fputc('\n', stderr);
+}
+
+void fatal_overflow(const char *what)
+{
+  fatal("%s exceeds the 64-bit range of counter values (" VALUE_RANGE_TEXT ")", what);
 }
 
 void grow_array(void **array, size_t *cap, size_t need, size_t elem)
@@ -118,10 +124,13 @@ static void strpool_rehash(struct strpool *p)
 {
   size_t n = p->nslots * 2;
   uint32_t *slots = xcalloc(n, sizeof(*slots));
-  for (size_t id = 0; id < p->count; ++id) {
-    size_t i = p->hash[id] & (n - 1);
+  /* From the old slots, not from every id: strpool_add's ids have none. */
+  for (size_t old = 0; old < p->nslots; ++old) {
+    uint32_t v = p->slots[old];
+    if (!v) continue;
+    size_t i = p->hash[v - 1] & (n - 1);
     while (slots[i]) i = (i + 1) & (n - 1);
-    slots[i] = (uint32_t) id + 1;
+    slots[i] = v;
   }
   free(p->slots);
   p->slots = slots;
@@ -146,11 +155,9 @@ uint32_t strpool_find(const struct strpool *p, const char *s, size_t len)
   return p->slots[i] ? p->slots[i] - 1 : UINT32_MAX;
 }
 
-uint32_t strpool_intern(struct strpool *p, const char *s, size_t len)
+/* Append s[0..len) with hash h as a new id. */
+static uint32_t strpool_append(struct strpool *p, const char *s, size_t len, uint64_t h)
 {
-  uint64_t h = hash_bytes(s, len);
-  size_t i = strpool_slot(p, s, len, h);
-  if (p->slots[i]) return p->slots[i] - 1;
   if (p->count >= UINT32_MAX - 1) fatal("too many distinct names");
   size_t id = p->count;
   size_t cap = p->cap;
@@ -161,10 +168,24 @@ uint32_t strpool_intern(struct strpool *p, const char *s, size_t len)
   p->str[id] = strpool_store(p, s, len);
   p->len[id] = (uint32_t) len;
   p->hash[id] = h;
-  p->slots[i] = (uint32_t) id + 1;
   p->count++;
-  if (p->count * 2 > p->nslots) strpool_rehash(p);
   return (uint32_t) id;
+}
+
+uint32_t strpool_add(struct strpool *p, const char *s, size_t len)
+{
+  return strpool_append(p, s, len, 0);
+}
+
+uint32_t strpool_intern(struct strpool *p, const char *s, size_t len)
+{
+  uint64_t h = hash_bytes(s, len);
+  size_t i = strpool_slot(p, s, len, h);
+  if (p->slots[i]) return p->slots[i] - 1;
+  uint32_t id = strpool_append(p, s, len, h);
+  p->slots[i] = id + 1;
+  if (++p->nindexed * 2 > p->nslots) strpool_rehash(p);
+  return id;
 }
 
 /* ---- integer map ---- */

@@ -19,10 +19,39 @@ char *xstrdup(const char *s);
 extern void (*analyse_exit_hook)(int status);
 _Noreturn void analyse_exit(int status);
 
-/* Print "igprof-analyse: <message>" on stderr and exit 1. */
+/* The name errors start with: "igprof-analyse" unless the program sets it. */
+extern const char *program_name;
+
+/* Print "<program_name>: <message>" on stderr and exit 1. */
 _Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Print "igprof-analyse: warning: <message>" on stderr. */
+/* Print "<program_name>: warning: <message>" on stderr. */
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Every figure of a profile is an exact int64_t in [-INT64_MAX, INT64_MAX]
+ * (INT64_MIN is left out so that negating or taking |v| is always defined).
+ * These compute a + b and a - b; they return 0 and leave *out unchanged when
+ * the result would leave that range, so callers report the overflow instead
+ * of wrapping. */
+static inline int value_add(int64_t a, int64_t b, int64_t *out)
+{
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r) || r == INT64_MIN) return 0;
+  *out = r;
+  return 1;
+}
+
+static inline int value_sub(int64_t a, int64_t b, int64_t *out)
+{
+  int64_t r;
+  if (__builtin_sub_overflow(a, b, &r) || r == INT64_MIN) return 0;
+  *out = r;
+  return 1;
+}
+
+#define VALUE_RANGE_TEXT "-9'223'372'036'854'775'807 to 9'223'372'036'854'775'807"
+
+/* The message for a sum that left that range (what = which sum). */
+_Noreturn void fatal_overflow(const char *what);
 
 /* Grow *array (element size elem) so that index `need - 1` is valid. */
 void grow_array(void **array, size_t *cap, size_t need, size_t elem);
@@ -38,13 +67,16 @@ struct strpool {
   uint64_t *hash;      /* id -> hash */
   size_t count, cap;
   uint32_t *slots;     /* open addressing: id + 1, 0 = empty */
-  size_t nslots;
+  size_t nslots, nindexed;   /* nindexed: ids that have a slot (strpool_add's have none) */
 };
 
 void strpool_init(struct strpool *p);
 void strpool_free(struct strpool *p);
 /* Id of s[0..len), interning it if new. */
 uint32_t strpool_intern(struct strpool *p, const char *s, size_t len);
+/* Store s[0..len) under a new id without interning it: strpool_find and
+ * strpool_intern never return that id, even for an equal string. */
+uint32_t strpool_add(struct strpool *p, const char *s, size_t len);
 /* Id of s[0..len) or UINT32_MAX if absent. */
 uint32_t strpool_find(const struct strpool *p, const char *s, size_t len);
 static inline const char *strpool_get(const struct strpool *p, uint32_t id) { return p->str[id]; }

@@ -46,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     reader_read(rd, path, &tree);
     reader_finish(rd);
     struct flat_profile flat;
-    tree_accumulate(&tree);
+    tree_accumulate(&tree, &st);
     flat_build(&flat, &tree, &st);
     flat_rank(&flat, &st, 0);
     struct report r = { .out = devnull, .st = &st, .tree = &tree, .flat = &flat, .key = reader_key(rd),
