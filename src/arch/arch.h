@@ -30,6 +30,13 @@
 /* The most source bytes a patch window can span (the far patch plus one
  * instruction that straddles its end). */
 #define ARCH_MAX_WINDOW 32
+/* Bytes at the head of a trampoline, before the chain: what
+ * arch_write_pad_undo() writes plus the longest jump, rounded to 16. */
+#if defined(__aarch64__)
+#define ARCH_TRAMPOLINE_HEAD 32
+#else
+#define ARCH_TRAMPOLINE_HEAD 16
+#endif
 
 /* Patch sizes at a function's entry. The near patch reaches a trampoline
  * within arch_near_reachable(); the far patch reaches any address. */
@@ -132,6 +139,14 @@ void arch_write_live_patch(void *at, const void *patch, size_t n);
  * control-flow enforcement (endbr64 on x86_64, bti on AArch64), or 0. The
  * engine leaves them in place and patches after them. */
 size_t arch_entry_landing_pad(const void *code);
+
+/* When the landing pad at `pad` stays at a patched entry, the code it ran
+ * before the patch may have changed state the replacement must not see:
+ * AArch64's paciasp signs the return address (x30). Writes at `dst` the
+ * instructions that undo it (autiasp), to run in the trampoline before the
+ * jump to the replacement, and returns their length; 0 when the pad changes
+ * nothing (bti, endbr64). */
+size_t arch_write_pad_undo(void *dst, const void *pad);
 
 /* Make instructions written at [addr, addr+len) visible to execution. */
 void arch_flush_icache(void *addr, size_t len);

@@ -192,6 +192,13 @@ size_t arch_entry_landing_pad(const void *code)
   return memcmp(code, endbr, sizeof endbr) == 0 ? sizeof endbr : 0;
 }
 
+size_t arch_write_pad_undo(void *dst, const void *pad)
+{
+  (void)dst;
+  (void)pad;
+  return 0; /* endbr64 / endbr32 change no state */
+}
+
 void arch_flush_icache(void *addr, size_t len)
 {
   /* x86 keeps instruction fetch coherent with stores; the builtin documents

@@ -2,8 +2,10 @@
  *
  * Layout of one trampoline (in the executable view of a pool chunk):
  *
- *   +0   jump to the replacement (near or absolute), trap padding to +16
- *   +16  chain: the relocated instructions of the patch window,
+ *   +0   jump to the replacement (near or absolute), after what undoes a
+ *        kept landing pad if it changed state (AArch64 paciasp), trap
+ *        padding to CHAIN_OFFSET (16; 32 on AArch64)
+ *   +CHAIN_OFFSET  chain: the relocated instructions of the patch window,
  *        then a jump back to original + patched_bytes
  *
  * The function's entry gets a jump to +0. Because the chain is always at a
@@ -24,7 +26,7 @@
 #include "proc_maps.h"
 #include "trampoline_pool.h"
 
-#define CHAIN_OFFSET 16
+#define CHAIN_OFFSET ARCH_TRAMPOLINE_HEAD
 /* Room for the relocated window in the worst case (every instruction a short
  * branch that needs an absolute form). */
 #define RELOCATED_CAP (ARCH_MAX_WINDOW * ARCH_MAX_RELOCATED_INSN / 2)
@@ -320,12 +322,15 @@ static enum hook_status status_of_relocation(enum arch_reloc_status st)
 }
 
 /* Build the trampoline for fn in `block` and say how many bytes the patch
- * replaces. Nothing is live yet. */
-static enum hook_status build_trampoline(uintptr_t fn, size_t size, uintptr_t replacement,
-                                         size_t patch_size, struct tramp_block *block,
-                                         size_t *used, size_t *consumed, struct message *m)
+ * replaces (after `keep` bytes of landing pad left in place). Nothing is
+ * live yet. */
+static enum hook_status build_trampoline(uintptr_t fn, size_t size, size_t keep,
+                                         uintptr_t replacement, size_t patch_size,
+                                         struct tramp_block *block, size_t *used,
+                                         size_t *consumed, struct message *m)
 {
-  size_t n = arch_write_jump(block->write, block->exec, replacement);
+  size_t n = keep ? arch_write_pad_undo(block->write, (const void *)fn) : 0;
+  n += arch_write_jump(block->write + n, block->exec + n, replacement);
   arch_write_traps(block->write + n, CHAIN_OFFSET - n);
   struct arch_relocation rel;
   enum arch_reloc_status rst =
@@ -391,7 +396,7 @@ static enum hook_status install_locked(uintptr_t fn, size_t size, uintptr_t repl
     keep = 0;
   size_t used = 0, consumed = 0;
   enum hook_status st =
-      build_trampoline(fn, size, replacement, keep + patch_size, &block, &used, &consumed, m);
+      build_trampoline(fn, size, keep, replacement, keep + patch_size, &block, &used, &consumed, m);
   if (st == HOOK_OK)
     st = scan_branches(fn, size, keep, consumed, m);
   if (st != HOOK_OK) {

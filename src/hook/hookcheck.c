@@ -270,9 +270,10 @@ static int hook_all(const struct check *c, struct outcome **outcomes, size_t *ma
   for (size_t i = 0; i < c->ncand; i++) {
     uint8_t *stub = stubs + i * STUB_SIZE;
     /* the stub jumps to whatever chain the install stores in the outcome */
-    if (!arch_write_pointer_jump(stub, (uintptr_t)stub, (uintptr_t)&out[i].result.chain))
+    size_t n = arch_write_pointer_jump(stub, (uintptr_t)stub, (uintptr_t)&out[i].result.chain);
+    if (!n)
       return -1;
-    arch_write_traps(stub + 6, STUB_SIZE - 6);
+    arch_write_traps(stub + n, STUB_SIZE - n);
   }
   if (mprotect(stubs, stub_bytes, PROT_READ | PROT_EXEC) != 0)
     return -1;

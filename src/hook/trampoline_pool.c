@@ -2,6 +2,7 @@
 #include "trampoline_pool.h"
 
 #include <errno.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -18,8 +19,23 @@
 #define CLOSE_ENOUGH ((uintptr_t)256 << 20)
 /* Lowest address we consider for a chunk (above vm.mmap_min_addr). */
 #define LOWEST_ADDRESS ((uintptr_t)0x10000)
-/* Top of the 47-bit user address space. */
-#define HIGHEST_ADDRESS ((uintptr_t)0x7ffffffff000)
+/* Top of the user address space, less a page: the power of two above the
+ * initial stack, where the kernel puts it (AT_EXECFN points into its top).
+ * 0x7ffffffff000 on x86_64 (47-bit), 2^48 - 4 KiB on AArch64 with 48-bit
+ * virtual addresses, where libraries sit just under 2^48. */
+static uintptr_t highest_address(void)
+{
+  static uintptr_t top;
+  if (!top) {
+    uintptr_t stack = (uintptr_t)getauxval(AT_EXECFN);
+    if (!stack)
+      stack = (uintptr_t)__builtin_frame_address(0);
+    unsigned bits = 64 - (unsigned)__builtin_clzll((unsigned long long)stack);
+    top = (uintptr_t)(((uint64_t)1 << bits) - 4096);
+  }
+  return top;
+}
+#define HIGHEST_ADDRESS highest_address()
 
 struct chunk {
   uint8_t *write;
