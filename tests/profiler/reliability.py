@@ -277,7 +277,9 @@ def scenario_directories(a):
     # still goes where the program was started.
     r = run([a.igprof, '-mp', a.hostile, 'daemon', os.path.abspath('daemon.pid')])
     eq(r.returncode, 0, 'daemon: parent exit status')
-    check(wait_for_file('daemon.pid'), 'daemon: the child ran')
+    ran = wait_for_file('daemon.pid')
+    why = open('daemon.pid.err').read().strip() if os.path.exists('daemon.pid.err') else 'no pid file, no error file'
+    check(ran, f'daemon: the child ran ({why})')
     if os.path.exists('daemon.pid'):
         child = int(open('daemon.pid').read())
         check(wait_for_file(f'igprof.hostile.{child}'), 'daemon: the child dumped in the start directory')

@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -152,9 +153,17 @@ NOINLINE static void daemon_alloc(void) { sink = malloc(2222); }
 
 static int run_daemon(const char *pidfile)
 {
-  if (daemon(0, 0) != 0) return 2;
-  daemon_alloc();
   char tmp[4200];
+  if (daemon(0, 0) != 0) {
+    /* Only the child gets here (glibc forks first): leave the reason where
+     * the test looks for the pid, e.g. "daemon: No such device" when
+     * /dev/null is not the null device. */
+    snprintf(tmp, sizeof tmp, "%s.err", pidfile);
+    FILE *f = fopen(tmp, "w");
+    if (f) fprintf(f, "daemon: %s\n", strerror(errno)), fclose(f);
+    return 2;
+  }
+  daemon_alloc();
   snprintf(tmp, sizeof tmp, "%s.tmp", pidfile);
   FILE *f = fopen(tmp, "w");
   if (!f) return 2;
