@@ -1,14 +1,17 @@
 #!/bin/sh
 # hook.coverage: igprof-hookcheck must hook at least FLOOR percent of the
 # exported functions of each library.
-# Usage: coverage.sh HOOKCHECK LIB=FLOOR...
+# Usage: coverage.sh [--emulator RUN] HOOKCHECK LIB=FLOOR...
+# (RUN: the cross build's qemu wrapper, which runs HOOKCHECK)
 set -u
+emulator=
+if [ "$1" = --emulator ]; then emulator=$2; shift 2; fi
 hookcheck=$1
 shift
 libs=
 for arg in "$@"; do libs="$libs ${arg%%=*}"; done
 # shellcheck disable=SC2086
-out=$("$hookcheck" $libs) || { echo "igprof-hookcheck failed ($?)"; exit 1; }
+out=$($emulator "$hookcheck" $libs) || { echo "igprof-hookcheck failed ($?)"; exit 1; }
 printf '%s\n' "$out"
 status=0
 for arg in "$@"; do

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# cross-build.sh ARCH PREFIX: build igprof for another architecture and
+# install it into PREFIX (PREFIX/bin, PREFIX/lib/igprof: the native layout).
+#
+# ARCH: arm64 (i386 and armhf follow with their ports). Today an arm64 build
+# is the hook engine and igprof-hookcheck (the runtime, the launchers and the
+# analyser are not ported yet; see README.md, "Architectures").
+#
+# The cross compiler, the target's libraries and qemu-user come from
+# cross-setup.sh (../shared/scripts, or $IGPROF_CROSS_SETUP), run into the
+# cache $IGPROF_CROSS_DIR (default: .cross at the top of the tree).
+# Env: IGPROF_CROSS_BUILD_DIR (default build-ARCH), JOBS (default nproc).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+usage() { echo "usage: cross-build.sh ARCH PREFIX   (ARCH: arm64)" >&2; exit 2; }
+[ $# -eq 2 ] || usage
+ARCH=$1 PREFIX=$2
+case "$ARCH" in
+  arm64) ;;
+  i386|armhf) echo "cross-build.sh: $ARCH is not ported yet (issues 14 and 15)" >&2; exit 2 ;;
+  *) echo "cross-build.sh: unknown architecture '$ARCH'" >&2; usage ;;
+esac
+export IGPROF_CROSS_DIR=${IGPROF_CROSS_DIR:-$ROOT/.cross}
+BUILD=${IGPROF_CROSS_BUILD_DIR:-$ROOT/build-$ARCH}
+JOBS=${JOBS:-$(nproc)}
+
+"$ROOT/scripts/cross-setup.sh" "$ARCH"
+WERROR=OFF
+if [ -n "${CI:-}" ]; then WERROR=ON; fi
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/toolchain-$ARCH.cmake" \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIGPROF_WERROR="$WERROR" >/dev/null
+cmake --build "$BUILD" -j "$JOBS"
+cmake --install "$BUILD" --prefix "$PREFIX" >/dev/null
+echo "cross-build.sh: $ARCH build installed in $PREFIX"
