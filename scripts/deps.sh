@@ -11,6 +11,7 @@ PKGS=(
   zlib1g-dev              # -z dumps and .gz input
   libelf-dev libdw-dev    # symbols, lines and inline frames in igprof-analyse
   libsqlite3-dev sqlite3  # --sqlite reports; sqlite3 is also a real-program test
+  libmicrohttpd-dev       # igprof-navigator's HTTP server
   libpcre2-dev            # -mr / -ma regular expressions
   g++ clang libclang-rt-14-dev   # C++ test programs; libFuzzer and sanitizers
   python3 perl make gzip xz-utils git gawk   # real programs run under the profiler in tests
