@@ -24,19 +24,37 @@ static size_t my_strlen(const char *s) { strlen_calls++; return real_strlen(s); 
 static int my_abs(int x) { abs_calls++; return real_abs(x); }
 static uLong my_adler32(uLong a, const Bytef *b, uInt n) { adler_calls++; return real_adler32(a, b, n); }
 
-/* Every mapping as "start-end prot path", to compare before and after. */
+/* Every mapping as "start-end prot path", to compare before and after.
+ * Under an emulator (qemu-user) the bounds in /proc/self/maps are the
+ * host's, cut wherever the emulator write-protected a host page of
+ * translated code; what the program itself mapped is then the run of
+ * adjacent entries with one protection and path, so those are joined. */
 #define MAX_LINES 512
 struct snapshot {
   int n;
+  int join;
+  uintptr_t start[MAX_LINES], end[MAX_LINES];
+  int prot[MAX_LINES];
+  char path[MAX_LINES][128];
   char lines[MAX_LINES][160];
 };
 
 static int record_mapping(const struct maps_entry *e, void *arg)
 {
   struct snapshot *s = arg;
-  if (s->n < MAX_LINES)
-    snprintf(s->lines[s->n++], sizeof s->lines[0], "%lx-%lx %d %s", (unsigned long)e->start,
-             (unsigned long)e->end, e->prot, e->path);
+  int i = s->n - 1;
+  if (s->join && i >= 0 && s->end[i] == e->start && s->prot[i] == e->prot &&
+      strcmp(s->path[i], e->path) == 0) {
+    s->end[i] = e->end;
+  } else if (s->n < MAX_LINES) {
+    i = s->n++;
+    s->start[i] = e->start;
+    s->end[i] = e->end;
+    s->prot[i] = e->prot;
+    snprintf(s->path[i], sizeof s->path[i], "%s", e->path);
+  }
+  snprintf(s->lines[i], sizeof s->lines[i], "%lx-%lx %d %s", (unsigned long)s->start[i],
+           (unsigned long)s->end[i], s->prot[i], s->path[i]);
   return 0;
 }
 
@@ -61,6 +79,7 @@ int main(void)
   volatile uLong seed = 1;
   adler32(seed, (const Bytef *)"x", 1); /* resolve lazy bindings before the snapshot */
   (void)strlen(getenv("PATH") ? getenv("PATH") : "");
+  before.join = after.join = !check_maps_from_kernel();
   proc_maps_for_each(record_mapping, &before);
 
   hook_batch_begin();

@@ -3,8 +3,11 @@
 #ifndef IGPROF_TESTS_HOOK_CHECK_H
 #define IGPROF_TESTS_HOOK_CHECK_H
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/vfs.h>
+#include <unistd.h>
 
 static int check_failures;
 
@@ -36,6 +39,21 @@ static int check_failures;
       check_failures++;                                                                   \
     }                                                                                     \
   } while (0)
+
+/* Is /proc/self/maps the kernel's own file (procfs)? Under a user-mode
+ * emulator (qemu-user, which runs the arm64 build's tests) it is a rendering
+ * the emulator writes into a memfd: it answers no PROCMAP_QUERY, and its
+ * mapping bounds are the host's, split wherever the emulator write-protects
+ * host pages that hold translated code. */
+static inline int check_maps_from_kernel(void)
+{
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  struct statfs fs;
+  int procfs = fd >= 0 && fstatfs(fd, &fs) == 0 && fs.f_type == 0x9fa0; /* PROC_SUPER_MAGIC */
+  if (fd >= 0)
+    close(fd);
+  return procfs;
+}
 
 static inline int check_report(const char *name)
 {

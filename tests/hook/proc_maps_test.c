@@ -1,7 +1,9 @@
 /* proc_maps_protection(): the one-mapping kernel query (PROCMAP_QUERY) and
  * the /proc/self/maps text must give the same protection and path for every
  * kind of mapping the engine may ask about, and each must be the one the
- * test set up. On a kernel from 6.11 on, the query must really be in use.
+ * test set up. On a kernel from 6.11 on, the query must really be in use;
+ * under qemu-user, whose /proc/self/maps is the emulator's own text, it must
+ * have turned itself off.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -57,10 +59,20 @@ static int kernel_at_least(int major, int minor)
 int main(void)
 {
   long page = sysconf(_SC_PAGESIZE);
-  uint8_t *pages = mmap(NULL, (size_t)page * 4, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  CHECK(pages != MAP_FAILED);
+  /* The test's own mappings go into one reservation, between two guard
+   * pages: qemu-user (which runs the arm64 build's tests) names "[heap]"
+   * whatever mapping begins at the program's initial break and keeps no
+   * room free there, so a mapping of the test's own must not start at it.
+   * The emulator's vDSO may: then it is the one named "[heap]". */
+  uintptr_t initial_break = (uintptr_t)sbrk(0);
+  const char *vdso_name =
+      !check_maps_from_kernel() && initial_break == getauxval(AT_SYSINFO_EHDR) ? "[heap]"
+                                                                                : "[vdso]";
+  uint8_t *area = mmap(NULL, (size_t)page * 7, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(area != MAP_FAILED);
+  uint8_t *pages = area + page; /* read-write, read-only, no access, hole; the file at +4 */
+  CHECK(mprotect(pages, (size_t)page, PROT_READ | PROT_WRITE) == 0);
   CHECK(mprotect(pages + page, (size_t)page, PROT_READ) == 0);
-  CHECK(mprotect(pages + 2 * page, (size_t)page, PROT_NONE) == 0);
   /* a path longer than the 64-byte buffers: cut the same way by both */
   char long_name[200];
   snprintf(long_name, sizeof long_name, "/tmp/igprof-proc-maps-test-%d-%s", (int)getpid(),
@@ -70,7 +82,8 @@ int main(void)
   fputs("x", f);
   fclose(f);
   FILE *g = fopen(long_name, "r");
-  void *file_map = mmap(NULL, (size_t)page, PROT_READ, MAP_PRIVATE, fileno(g), 0);
+  void *file_map = mmap(pages + 4 * page, (size_t)page, PROT_READ, MAP_PRIVATE | MAP_FIXED,
+                        fileno(g), 0);
   CHECK(file_map != MAP_FAILED);
   /* unmapped last, so that nothing above lands in the hole */
   CHECK(munmap(pages + 3 * page, (size_t)page) == 0);
@@ -86,13 +99,18 @@ int main(void)
       {"anonymous no access", (uintptr_t)(pages + 2 * page), 0, ""},
       {"unmapped", (uintptr_t)(pages + 3 * page), -1, ""},
       {"file with a long path", (uintptr_t)file_map, PROT_READ, cut},
-      {"vdso", (uintptr_t)getauxval(AT_SYSINFO_EHDR), -2, "[vdso]"},
+      {"vdso", (uintptr_t)getauxval(AT_SYSINFO_EHDR), -2, vdso_name},
       {"page zero", 0, -1, ""},
   };
   for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++)
     if (probes[i].addr || i == sizeof probes / sizeof probes[0] - 1)
       compare(&probes[i]);
-  if (kernel_at_least(6, 11)) {
+  if (!check_maps_from_kernel()) {
+    /* an emulator's rendering of the file (qemu-user): the ioctl is refused
+     * and the engine turns the query off for good */
+    proc_maps_protection((uintptr_t)&malloc, NULL, 0);
+    CHECK(proc_maps_use_query(1) == 0);
+  } else if (kernel_at_least(6, 11)) {
     proc_maps_protection((uintptr_t)&malloc, NULL, 0);
     CHECK(proc_maps_use_query(1) == 1); /* the kernel answered: still on */
   }

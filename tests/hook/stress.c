@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "arch.h"
 #include "check.h"
 #include "hook.h"
 #include "hook_internal.h"
@@ -148,7 +149,8 @@ int main(void)
   /* each function was patched exactly once, by main or by a racer */
   CHECK_EQ_LONG(main_ok + racer_ok, HOOKED);
   for (int i = 0; i < HOOKED; i++)
-    CHECK(hooks[i].chain != NULL && (uintptr_t)hooks[i].chain - (uintptr_t)hooks[i].trampoline == 16);
+    CHECK(hooks[i].chain != NULL && (uintptr_t)hooks[i].chain - (uintptr_t)hooks[i].trampoline ==
+                                         ARCH_TRAMPOLINE_HEAD);
   CHECK_EQ_LONG(wrong, 0);
   for (int i = 0; i < HOOKED; i++)
     CHECK(counts[i] > 0);
