@@ -65,12 +65,28 @@ int tramp_pool_contains(uintptr_t addr)
   return 0;
 }
 
+/* Where a mapping failed with EEXIST although /proc/self/maps showed a gap:
+ * a mapping created meanwhile, or one the file does not show (under
+ * qemu-user, the emulator's own mappings share the address space and are
+ * left out of the guest's file). The next search passes over them. */
+#define MAX_TAKEN 8
+
 struct gap_search {
   uintptr_t near;
   uintptr_t prev_end;
   uintptr_t best;
   uintptr_t best_distance;
+  const uintptr_t *taken;
+  int ntaken;
 };
+
+static int is_taken(const struct gap_search *s, uintptr_t a)
+{
+  for (int i = 0; i < s->ntaken; i++)
+    if (s->taken[i] == a)
+      return 1;
+  return 0;
+}
 
 static uintptr_t distance(uintptr_t a, uintptr_t b) { return a > b ? a - b : b - a; }
 
@@ -88,7 +104,8 @@ static void consider(struct gap_search *s, uintptr_t lo, uintptr_t hi)
   uintptr_t cand[2] = {lo, hi - CHUNK};
   for (int i = 0; i < 2; i++) {
     uintptr_t d = distance(cand[i], s->near);
-    if (arch_near_reachable(cand[i], s->near, CHUNK) && d < s->best_distance) {
+    if (arch_near_reachable(cand[i], s->near, CHUNK) && d < s->best_distance &&
+        !is_taken(s, cand[i])) {
       s->best = cand[i];
       s->best_distance = d;
     }
@@ -105,9 +122,9 @@ static int visit_mapping(const struct maps_entry *e, void *arg)
   return 0;
 }
 
-static uintptr_t find_near_gap(uintptr_t near)
+static uintptr_t find_near_gap(uintptr_t near, const uintptr_t *taken, int ntaken)
 {
-  struct gap_search s = {near, LOWEST_ADDRESS, 0, UINTPTR_MAX};
+  struct gap_search s = {near, LOWEST_ADDRESS, 0, UINTPTR_MAX, taken, ntaken};
   if (proc_maps_for_each(visit_mapping, &s) < 0)
     return 0;
   consider(&s, s.prev_end, HIGHEST_ADDRESS);
@@ -116,7 +133,7 @@ static uintptr_t find_near_gap(uintptr_t near)
 
 static int closer_gap_exists(uintptr_t near, uintptr_t than)
 {
-  uintptr_t gap = find_near_gap(near);
+  uintptr_t gap = find_near_gap(near, NULL, 0);
   return gap && distance(gap, near) < distance(than, near);
 }
 
@@ -231,16 +248,26 @@ int tramp_reserve(uintptr_t target, int need_near, size_t size, struct tramp_blo
   }
   struct chunk c;
   int ok = -1;
-  for (int attempt = 0; attempt < 8 && ok != 0; attempt++) {
-    uintptr_t hint = simulate_full ? far_hint(target) : need_near ? find_near_gap(target) : 0;
+  uintptr_t taken[MAX_TAKEN];
+  int ntaken = 0;
+  for (int attempt = 0; attempt < MAX_TAKEN && ok != 0; attempt++) {
+    uintptr_t hint = simulate_full ? far_hint(target)
+                     : need_near   ? find_near_gap(target, taken, ntaken)
+                                   : 0;
     if (need_near && !hint) {
+      if (best >= 0) /* farther than a gap seemed to be, but it serves */
+        return use_chunk(best, size, out, why);
       *why = "no free address space within near-jump reach";
       return -1;
     }
     ok = new_chunk(hint, &c);
     if (ok != 0 && errno != EEXIST)
       break; /* not a lost race with another mapping: retrying will not help */
+    if (ok != 0)
+      taken[ntaken++] = hint;
   }
+  if (ok != 0 && best >= 0)
+    return use_chunk(best, size, out, why);
   if (ok != 0) {
     *why = "cannot map a trampoline chunk";
     return -1;

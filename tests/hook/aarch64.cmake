@@ -2,6 +2,17 @@
 # the portable ones; built with cmake/toolchain-arm64.cmake and run under
 # qemu-aarch64 through the toolchain's emulator).
 
+# The near (b) and far (ldr x16; br x16) patches on hand-written arm64
+# functions: every PC-relative class in the window, bti/paciasp entries.
+igprof_hook_test(aarch64_api aarch64_api.c)
+# Again 20 times (ctest -L stress): each run has its own address layout, and
+# under qemu a gap in /proc/self/maps may hold one of the emulator's own
+# mappings, which the trampoline pool must step over.
+add_test(NAME hook.aarch64_api.repeat
+  COMMAND sh -c "for i in $(seq 20); do \"$0\" \"$1\" >/dev/null || exit 1; done"
+          ${CMAKE_CROSSCOMPILING_EMULATOR} $<TARGET_FILE:hook_aarch64_api>)
+set_tests_properties(hook.aarch64_api.repeat PROPERTIES LABELS "stress;slow" TIMEOUT 600)
+
 # Library coverage of the arm64 libraries, hooked for real under qemu: every
 # exported function patched, called through a trampoline where safe, and
 # every refusal explained (issue 13 asks for at least 99%).
