@@ -37,6 +37,7 @@
 #include "elf_symbols.h"
 #include "hook.h"
 #include "hook_internal.h"
+#include "trampoline_pool.h"
 
 #define BATCH 400
 #define STUB_SIZE 16
@@ -68,14 +69,19 @@ struct check {
 };
 
 static int verbose;
+/* --far: near trampoline memory refused, so every hook takes the far patch
+ * (the absolute jump), as where no memory is free within near reach */
+static int far_only;
 
 static int usage(FILE *f, int rc)
 {
   fprintf(f,
-          "usage: igprof-hookcheck [-v] LIB...\n"
+          "usage: igprof-hookcheck [-v] [--far] LIB...\n"
           "Hooks every exported function of each library in scratch child processes\n"
           "and prints 'LIB: hookable N of M (P%%)' followed by every refusal and its\n"
-          "reason. LIB is a soname (libc.so.6) or a path. -v also lists hooked functions.\n");
+          "reason. LIB is a soname (libc.so.6) or a path. -v also lists hooked functions.\n"
+          "--far refuses trampoline memory within near-jump reach, so that every hook\n"
+          "takes the absolute-jump patch.\n");
   return rc;
 }
 
@@ -376,7 +382,7 @@ static void print_report(const char *lib, const struct check *c, const struct ou
     if (tally[st])
       printf("  %s: %zu\n", status_name(st), tally[st]);
   printf("  (%zu functions shorter than the %zu-byte patch not counted)\n", c->too_short,
-         arch_patch_size_near());
+         far_only ? arch_patch_size_far() : arch_patch_size_near());
 }
 
 static int check_library(const char *lib)
@@ -400,7 +406,7 @@ static int check_library(const char *lib)
   }
   elf_symbols_each(&es, ELF_SYMBOLS_DYNAMIC, add_symbol, &c);
 
-  size_t patch = arch_patch_size_near();
+  size_t patch = far_only ? arch_patch_size_far() : arch_patch_size_near();
   struct candidate *kept = c.cand;
   size_t nkept = 0;
   for (size_t i = 0; i < c.ncand; i++) {
@@ -430,10 +436,15 @@ int main(int argc, char **argv)
   int first = 1;
   if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
     return usage(stdout, 0);
-  if (argc > 1 && !strcmp(argv[1], "-v")) {
-    verbose = 1;
-    first = 2;
+  for (; first < argc; first++) {
+    if (!strcmp(argv[first], "-v"))
+      verbose = 1;
+    else if (!strcmp(argv[first], "--far"))
+      far_only = 1;
+    else
+      break;
   }
+  tramp_pool_refuse_near(far_only);
   if (first >= argc)
     return usage(stderr, 2);
   int rc = 0;

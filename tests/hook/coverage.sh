@@ -1,17 +1,20 @@
 #!/bin/sh
 # hook.coverage: igprof-hookcheck must hook at least FLOOR percent of the
 # exported functions of each library.
-# Usage: coverage.sh [--emulator RUN] HOOKCHECK LIB=FLOOR...
-# (RUN: the cross build's qemu wrapper, which runs HOOKCHECK)
+# Usage: coverage.sh [--emulator RUN] [--far] HOOKCHECK LIB=FLOOR...
+# (RUN: the cross build's qemu wrapper, which runs HOOKCHECK; --far is passed
+# to HOOKCHECK: every hook takes the absolute-jump patch)
 set -u
 emulator=
+far=
 if [ "$1" = --emulator ]; then emulator=$2; shift 2; fi
+if [ "$1" = --far ]; then far=--far; shift; fi
 hookcheck=$1
 shift
 libs=
 for arg in "$@"; do libs="$libs ${arg%%=*}"; done
 # shellcheck disable=SC2086
-out=$($emulator "$hookcheck" $libs) || { echo "igprof-hookcheck failed ($?)"; exit 1; }
+out=$($emulator "$hookcheck" $far $libs) || { echo "igprof-hookcheck failed ($?)"; exit 1; }
 printf '%s\n' "$out"
 status=0
 for arg in "$@"; do
