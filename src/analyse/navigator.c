@@ -1,34 +1,45 @@
 /* igprof-navigator: browse a report database written by
  * `igprof-analyse --sqlite FILE.sql3` in a web browser.
  *
- * A small single-threaded HTTP/1.0 server on 127.0.0.1 (by default) with
- * three kinds of page: the entries by cumulative or self value, and one page
- * per entry with its callers and callees. The database is opened read-only
- * and every query binds its parameters. */
+ * HTTP comes from libmicrohttpd, driven from one thread by our own event
+ * loop over its epoll descriptor: every connection is served as its bytes
+ * arrive, so a client that is slow or silent holds only its own connection,
+ * never the others. Each request has a deadline (--timeout, from the
+ * connection or the end of its previous request to the last byte of the
+ * answer); a connection past it is shut down. Pages are built in memory from
+ * bounded queries (at most MAX_ROWS rows, a time budget per request) on the
+ * database opened read-only, every parameter bound. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util.h"
 
 static const char usage[] =
-  "usage: igprof-navigator [-p PORT] [-a ADDRESS] FILE.sql3\n"
+  "usage: igprof-navigator [-p PORT] [-a ADDRESS] [-t SECONDS] FILE.sql3\n"
   "  Serve the report database FILE.sql3 (from igprof-analyse --sqlite) over HTTP.\n"
   "  -p, --port PORT       port to listen on (default 8080; 0 picks a free one)\n"
   "  -a, --address ADDR    IPv4 address to listen on (default 127.0.0.1)\n"
+  "  -t, --timeout SECONDS time a client has for one request and its answer (default 10)\n"
   "  -h, --help            this text\n";
 
-#define MAX_ROWS 1000
+#define MAX_ROWS 1000          /* rows of one table on a page */
+#define MAX_CONNECTIONS 64     /* more are refused until one ends */
+#define QUERY_BUDGET_MS 2000   /* database time of one page: the loop serves everyone */
 
 struct navigator {
   sqlite3 *db;
@@ -37,9 +48,13 @@ struct navigator {
   double tick_period;
   int is_time;
   int64_t total;
+  unsigned timeout;            /* seconds per request */
+  int64_t query_deadline;      /* monotonic ms; the progress handler stops queries past it */
+  int interrupted;             /* a query of this page hit the budget */
+  struct client *clients;      /* open connections, for their deadlines */
 };
 
-/* ---- output helpers (the page is written straight to the socket's FILE) ---- */
+/* ---- output helpers (pages are built in memory, then handed to libmicrohttpd) ---- */
 
 static void put_value(const struct navigator *nav, FILE *out, int64_t v)
 {
@@ -49,10 +64,8 @@ static void put_value(const struct navigator *nav, FILE *out, int64_t v)
   fputs(buf, out);
 }
 
-static void page_start(const struct navigator *nav, FILE *out, int status, const char *title)
+static void page_start(const struct navigator *nav, FILE *out, const char *title)
 {
-  fprintf(out, "HTTP/1.0 %d %s\r\nContent-Type: text/html; charset=utf-8\r\nConnection: close\r\n\r\n",
-          status, status == 200 ? "OK" : status == 404 ? "Not Found" : "Bad Request");
   fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>", out);
   html_write_string(out, title);
   fputs("</title><style>body{font-family:sans-serif}table{border-collapse:collapse}"
@@ -70,7 +83,22 @@ static void page_start(const struct navigator *nav, FILE *out, int status, const
 
 static void page_end(FILE *out) { fputs("</body></html>\n", out); }
 
-/* ---- pages ---- */
+/* A page with a heading and one paragraph; returns `status`. */
+static unsigned page_message(const struct navigator *nav, FILE *out, unsigned status, const char *heading, const char *text)
+{
+  char title[128];
+  snprintf(title, sizeof(title), "igprof: %s", heading);
+  page_start(nav, out, title);
+  fputs("<h1>", out);
+  html_write_string(out, heading);
+  fputs("</h1>\n<p>", out);
+  html_write_string(out, text);
+  fputs("</p>\n", out);
+  page_end(out);
+  return status;
+}
+
+/* ---- pages: each writes its HTML and returns the HTTP status ---- */
 
 static sqlite3_stmt *prepare(const struct navigator *nav, const char *sql)
 {
@@ -94,117 +122,242 @@ static void put_rows(const struct navigator *nav, FILE *out, sqlite3_stmt *st, c
   }
 }
 
-static void page_list(const struct navigator *nav, FILE *out, int by_self)
+/* `sql` with its parameters :arg and :limit (MAX_ROWS) bound, or NULL. */
+static sqlite3_stmt *prepare_bound(const struct navigator *nav, const char *sql, int64_t arg)
 {
+  sqlite3_stmt *st = prepare(nav, sql);
+  if (!st) return NULL;
+  int i = sqlite3_bind_parameter_index(st, ":arg");
+  if (i) sqlite3_bind_int64(st, i, arg);
+  if ((i = sqlite3_bind_parameter_index(st, ":limit")) != 0) sqlite3_bind_int(st, i, MAX_ROWS);
+  return st;
+}
+
+static void put_query(const struct navigator *nav, FILE *out, const char *sql, int64_t arg, const char *cls)
+{
+  sqlite3_stmt *st = prepare_bound(nav, sql, arg);
+  if (!st) return;
+  put_rows(nav, out, st, cls);
+  sqlite3_finalize(st);
+}
+
+/* "N more ... not shown" when `count_sql` counts more than MAX_ROWS rows. */
+static void put_more(const struct navigator *nav, FILE *out, const char *count_sql, int64_t arg, const char *what)
+{
+  sqlite3_stmt *st = prepare_bound(nav, count_sql, arg);
+  if (!st) return;
+  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > MAX_ROWS)
+    fprintf(out, "<tr class=\"more\"><td colspan=\"6\">%" PRId64 " more %s not shown</td></tr>\n",
+            (int64_t) sqlite3_column_int64(st, 0) - MAX_ROWS, what);
+  sqlite3_finalize(st);
+}
+
+static unsigned page_list(const struct navigator *nav, FILE *out, int by_self)
+{
+  /* igprof-analyse indexes abs(cumulative_count) and abs(self_count): the
+   * first MAX_ROWS come straight from the index. */
   static const char *const sql[2] = {
     "SELECT m.id, m.pct, m.cumulative_count, m.self_count, m.total_calls, s.name FROM mainrows m"
-    " JOIN symbols s ON s.id = m.symbol_id ORDER BY abs(m.cumulative_count) DESC, m.id LIMIT ?",
+    " JOIN symbols s ON s.id = m.symbol_id ORDER BY abs(m.cumulative_count) DESC, m.id LIMIT :limit",
     "SELECT m.id, m.pct, m.self_count, m.cumulative_count, m.self_calls, s.name FROM mainrows m"
-    " JOIN symbols s ON s.id = m.symbol_id ORDER BY abs(m.self_count) DESC, m.id LIMIT ?",
+    " JOIN symbols s ON s.id = m.symbol_id ORDER BY abs(m.self_count) DESC, m.id LIMIT :limit",
   };
-  sqlite3_stmt *st = prepare(nav, sql[by_self]);
-  page_start(nav, out, 200, by_self ? "igprof: by self" : "igprof: by cumulative");
+  page_start(nav, out, by_self ? "igprof: by self" : "igprof: by cumulative");
   fprintf(out, "<h1>Entries by %s value</h1>\n<table>\n<tr><th>Rank</th><th>%% total</th><th>%s</th><th>%s</th>"
           "<th>Calls</th><th>Function</th></tr>\n", by_self ? "self" : "cumulative",
           by_self ? "Self" : "Total", by_self ? "Total" : "Self");
-  if (st) {
-    sqlite3_bind_int(st, 1, MAX_ROWS);
-    put_rows(nav, out, st, "row");
-    sqlite3_finalize(st);
-  }
+  put_query(nav, out, sql[by_self], 0, "row");
+  put_more(nav, out, "SELECT count(*) FROM mainrows", 0, "entries");
   fputs("</table>\n", out);
   page_end(out);
+  return MHD_HTTP_OK;
 }
 
-static void page_not_found(const struct navigator *nav, FILE *out, const char *what)
-{
-  page_start(nav, out, 404, "igprof: not found");
-  fputs("<h1>Not found</h1>\n<p>", out);
-  html_write_string(out, what);
-  fputs("</p>\n", out);
-  page_end(out);
-}
-
-static void page_entry(const struct navigator *nav, FILE *out, int64_t rank)
+static unsigned page_entry(const struct navigator *nav, FILE *out, int64_t rank)
 {
   sqlite3_stmt *st = prepare(nav, "SELECT m.id, m.pct, m.cumulative_count, m.self_count, m.total_calls, s.name,"
                                   " f.name FROM mainrows m JOIN symbols s ON s.id = m.symbol_id"
                                   " LEFT JOIN files f ON f.id = s.filename_id WHERE m.id = ?");
-  if (!st) { page_not_found(nav, out, "the database has no mainrows table"); return; }
+  if (!st) return page_message(nav, out, MHD_HTTP_NOT_FOUND, "not found", "the database has no mainrows table");
   sqlite3_bind_int64(st, 1, rank);
   if (sqlite3_step(st) != SQLITE_ROW) {
     sqlite3_finalize(st);
-    page_not_found(nav, out, "no entry with this rank");
-    return;
+    return page_message(nav, out, MHD_HTTP_NOT_FOUND, "not found", "no entry with this rank");
   }
-  page_start(nav, out, 200, (const char *) sqlite3_column_text(st, 5));
+  page_start(nav, out, (const char *) sqlite3_column_text(st, 5));
   fputs("<h1>", out);
   html_write_string(out, (const char *) sqlite3_column_text(st, 5));
   fputs("</h1>\n<p>", out);
   html_write_string(out, (const char *) sqlite3_column_text(st, 6));
   fputs("</p>\n<table>\n<tr><th>Rank</th><th>% total</th><th>Total / edge</th><th>Self / other's total</th>"
         "<th>Calls</th><th>Function</th></tr>\n", out);
-  sqlite3_stmt *callers = prepare(nav, "SELECT p.self_id, p.pct, p.to_child_count, m.cumulative_count,"
-                                       " p.to_child_calls, s.name FROM parents p JOIN mainrows m ON m.id = p.self_id"
-                                       " JOIN symbols s ON s.id = m.symbol_id WHERE p.child_id = ?"
-                                       " ORDER BY p.to_child_count, m.cumulative_count, s.name");
-  if (callers) { sqlite3_bind_int64(callers, 1, rank); put_rows(nav, out, callers, "caller"); sqlite3_finalize(callers); }
+  /* The largest MAX_ROWS callers, shown in ascending order above the entry. */
+  put_more(nav, out, "SELECT count(*) FROM parents WHERE child_id = :arg", rank, "callers");
+  put_query(nav, out, "SELECT * FROM (SELECT p.self_id, p.pct, p.to_child_count, m.cumulative_count, p.to_child_calls,"
+                      " s.name FROM parents p JOIN mainrows m ON m.id = p.self_id JOIN symbols s ON s.id = m.symbol_id"
+                      " WHERE p.child_id = :arg ORDER BY p.to_child_count DESC, m.cumulative_count DESC, s.name DESC LIMIT :limit)"
+                      " ORDER BY 3, 4, 6", rank, "caller");
   sqlite3_reset(st);
   put_rows(nav, out, st, "main");
   sqlite3_finalize(st);
-  sqlite3_stmt *callees = prepare(nav, "SELECT c.self_id, c.pct, c.from_parent_count, m.cumulative_count,"
-                                       " c.from_parent_calls, s.name FROM children c JOIN mainrows m ON m.id = c.self_id"
-                                       " JOIN symbols s ON s.id = m.symbol_id WHERE c.parent_id = ?"
-                                       " ORDER BY c.from_parent_count DESC, m.cumulative_count DESC, s.name");
-  if (callees) { sqlite3_bind_int64(callees, 1, rank); put_rows(nav, out, callees, "callee"); sqlite3_finalize(callees); }
+  put_query(nav, out, "SELECT c.self_id, c.pct, c.from_parent_count, m.cumulative_count, c.from_parent_calls, s.name"
+                      " FROM children c JOIN mainrows m ON m.id = c.self_id JOIN symbols s ON s.id = m.symbol_id"
+                      " WHERE c.parent_id = :arg ORDER BY c.from_parent_count DESC, m.cumulative_count DESC, s.name LIMIT :limit",
+            rank, "callee");
+  put_more(nav, out, "SELECT count(*) FROM children WHERE parent_id = :arg", rank, "callees");
   fputs("</table>\n", out);
   page_end(out);
+  return MHD_HTTP_OK;
 }
 
 /* ---- HTTP ---- */
 
-/* Read the request line "GET /path HTTP/1.x" into path; 0 on success. */
-static int read_request(int fd, char *path, size_t cap)
+static int64_t now_ms(void)
 {
-  char buf[8192];
-  size_t n = 0;
-  while (n < sizeof(buf) - 1) {
-    ssize_t k = recv(fd, buf + n, sizeof(buf) - 1 - n, 0);
-    if (k <= 0) return -1;
-    n += (size_t) k;
-    buf[n] = 0;
-    if (strstr(buf, "\r\n\r\n") || strstr(buf, "\n\n")) break;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* An open connection: its socket and the time by which its current request
+ * must be answered. */
+struct client {
+  struct client *next, **prev;
+  int fd;
+  int64_t deadline;
+  int cut;                     /* shut down already */
+};
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context, enum MHD_ConnectionNotificationCode code)
+{
+  struct navigator *nav = cls;
+  struct client *c = *socket_context;
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    c = xcalloc(1, sizeof(*c));
+    c->fd = info ? info->connect_fd : -1;
+    c->deadline = now_ms() + (int64_t) nav->timeout * 1000;
+    c->next = nav->clients;
+    c->prev = &nav->clients;
+    if (c->next) c->next->prev = &c->next;
+    nav->clients = c;
+    *socket_context = c;
+  } else if (c) {              /* MHD_CONNECTION_NOTIFY_CLOSED, before the socket is closed */
+    *c->prev = c->next;
+    if (c->next) c->next->prev = c->prev;
+    free(c);
+    *socket_context = NULL;
   }
-  char *sp1 = strchr(buf, ' ');
-  if (!sp1 || strncmp(buf, "GET ", 4) != 0) return -1;
-  char *start = sp1 + 1, *end = start + strcspn(start, " \r\n?");
-  if ((size_t) (end - start) >= cap) return -1;
-  memcpy(path, start, (size_t) (end - start));
-  path[end - start] = 0;
+}
+
+/* A kept-alive connection starts its next request's clock now. */
+static void on_completed(void *cls, struct MHD_Connection *conn, void **request_context, enum MHD_RequestTerminationCode code)
+{
+  struct navigator *nav = cls;
+  (void) request_context; (void) code;
+  const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  struct client *c = info ? info->socket_context : NULL;
+  if (c && !c->cut) c->deadline = now_ms() + (int64_t) nav->timeout * 1000;
+}
+
+/* Shut down every connection past its deadline (libmicrohttpd then sees the
+ * end of the stream and closes it); returns the ms until the next deadline,
+ * or -1 when there is none. Called between MHD_run calls, so every listed
+ * socket is still open. */
+static int64_t enforce_deadlines(struct navigator *nav)
+{
+  int64_t now = now_ms(), next = -1;
+  for (struct client *c = nav->clients; c; c = c->next) {
+    if (c->cut) continue;
+    if (c->deadline <= now) {
+      shutdown(c->fd, SHUT_RDWR);
+      c->cut = 1;
+    } else if (next < 0 || c->deadline - now < next) {
+      next = c->deadline - now;
+    }
+  }
+  return next;
+}
+
+static int query_budget(void *cls)
+{
+  struct navigator *nav = cls;
+  if (now_ms() < nav->query_deadline) return 0;
+  nav->interrupted = 1;
+  return 1;
+}
+
+/* The page for one GET or HEAD of `url`, written to out; returns the status. */
+static unsigned build_page(struct navigator *nav, FILE *out, const char *url)
+{
+  if (!strcmp(url, "/") || !strcmp(url, "/cumulative")) return page_list(nav, out, 0);
+  if (!strcmp(url, "/self")) return page_list(nav, out, 1);
+  char *end;
+  errno = 0;
+  long long rank = strtoll(url + 1, &end, 10);
+  if (url[0] == '/' && url[1] >= '0' && url[1] <= '9' && !*end && !errno) return page_entry(nav, out, rank);
+  return page_message(nav, out, MHD_HTTP_NOT_FOUND, "not found", url);
+}
+
+/* The answer to `method url` in a malloc'ed buffer (*page, *len); returns
+ * the status, 0 when out of memory. */
+static unsigned render(struct navigator *nav, const char *method, const char *url, char **page, size_t *len)
+{
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    FILE *out = open_memstream(page, len);
+    if (!out) return 0;
+    unsigned status;
+    nav->query_deadline = now_ms() + QUERY_BUDGET_MS;
+    nav->interrupted = 0;
+    if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
+      status = page_message(nav, out, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed", "only GET and HEAD are served");
+    else if (attempt == 0)
+      status = build_page(nav, out, url);
+    else
+      status = page_message(nav, out, MHD_HTTP_SERVICE_UNAVAILABLE, "query too slow",
+                            "the database query for this page took longer than its time budget");
+    if (fclose(out) != 0) { free(*page); return 0; }
+    if (!nav->interrupted || attempt == 1) return status;
+    free(*page);
+  }
   return 0;
 }
 
-static void serve(const struct navigator *nav, int fd)
+static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                              const char *version, const char *upload_data, size_t *upload_size, void **request_context)
 {
-  char path[1024];
-  FILE *out = fdopen(fd, "w");
-  if (!out) { close(fd); return; }
-  if (read_request(fd, path, sizeof(path)) != 0) {
-    page_start(nav, out, 400, "igprof: bad request");
-    fputs("<h1>Bad request</h1>\n", out);
-    page_end(out);
-  } else if (!strcmp(path, "/") || !strcmp(path, "/cumulative")) {
-    page_list(nav, out, 0);
-  } else if (!strcmp(path, "/self")) {
-    page_list(nav, out, 1);
-  } else {
-    char *end;
-    errno = 0;
-    long long rank = strtoll(path + 1, &end, 10);
-    if (path[1] >= '0' && path[1] <= '9' && !*end && !errno) page_entry(nav, out, rank);
-    else page_not_found(nav, out, path);
-  }
-  fclose(out);
+  struct navigator *nav = cls;
+  static int seen;
+  (void) upload_data;
+  int served = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
+  /* GET and HEAD are answered on the call after the headers: an answer
+   * queued on the first call would end the connection (no keep-alive).
+   * Their request body, if any, is read and dropped. Other methods are
+   * refused at once and their connection closed. */
+  if (served && !*request_context) { *request_context = &seen; return MHD_YES; }
+  if (served && *upload_size) { *upload_size = 0; return MHD_YES; }
+  char *page = NULL;
+  size_t len = 0;
+  unsigned status = render(nav, method, url, &page, &len);
+  if (!status) return MHD_NO;
+  struct MHD_Response *r = MHD_create_response_from_buffer(len, page, MHD_RESPMEM_MUST_FREE);
+  if (!r) { free(page); return MHD_NO; }
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
+  if (status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+  /* An HTTP/1.0 client gets an HTTP/1.0 answer. */
+  if (!strcmp(version, MHD_HTTP_VERSION_1_0)) MHD_set_response_options(r, MHD_RF_HTTP_1_0_SERVER, MHD_RO_END);
+  enum MHD_Result ret = MHD_queue_response(conn, status, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+static void log_message(void *cls, const char *fmt, va_list ap)
+{
+  (void) cls;
+  fprintf(stderr, "%s: ", program_name);
+  vfprintf(stderr, fmt, ap);
+  size_t n = strlen(fmt);
+  if (!n || fmt[n - 1] != '\n') fputc('\n', stderr);
 }
 
 static void open_database(struct navigator *nav, const char *path)
@@ -229,56 +382,86 @@ static void open_database(struct navigator *nav, const char *path)
       fatal("%s: not an igprof-analyse report database (no %s table)", path, tables[i]);
     sqlite3_finalize(st);
   }
+  sqlite3_progress_handler(nav->db, 1000, query_budget, nav);
 }
 
-static int listen_on(const char *address, int port)
+/* The daemon on address:port, driven by run_loop(). */
+static struct MHD_Daemon *start_daemon(struct navigator *nav, const char *address, int port)
 {
-  struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t) port) };
+  static struct sockaddr_in sa;
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t) port);
   if (inet_pton(AF_INET, address, &sa.sin_addr) != 1) fatal("bad IPv4 address '%s'", address);
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-  if (fd < 0) fatal("socket: %s", strerror(errno));
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) != 0) fatal("cannot listen on %s:%d: %s", address, port, strerror(errno));
-  if (listen(fd, 16) != 0) fatal("listen: %s", strerror(errno));
-  return fd;
+  struct MHD_Daemon *d = MHD_start_daemon(
+    MHD_USE_EPOLL | MHD_USE_ERROR_LOG, (uint16_t) port, NULL, NULL, answer, nav,
+    MHD_OPTION_EXTERNAL_LOGGER, log_message, NULL,   /* first: it applies to the options after it */
+    MHD_OPTION_SOCK_ADDR, (struct sockaddr *) &sa,
+    MHD_OPTION_CONNECTION_TIMEOUT, nav->timeout,
+    MHD_OPTION_CONNECTION_LIMIT, (unsigned) MAX_CONNECTIONS,
+    MHD_OPTION_NOTIFY_CONNECTION, on_connection, nav,
+    MHD_OPTION_NOTIFY_COMPLETED, on_completed, nav,
+    MHD_OPTION_STRICT_FOR_CLIENT, 1,
+    MHD_OPTION_END);
+  if (!d) fatal("cannot listen on %s:%d: %s", address, port, strerror(errno ? errno : EADDRINUSE));
+  return d;
+}
+
+/* Wait for the daemon's sockets or the next deadline, let it work, cut the
+ * connections whose time is up; forever. */
+static _Noreturn void run_loop(struct navigator *nav, struct MHD_Daemon *d)
+{
+  const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_EPOLL_FD);
+  if (!info) fatal("libmicrohttpd has no epoll descriptor");
+  struct pollfd pfd = { .fd = info->epoll_fd, .events = POLLIN };
+  for (;;) {
+    int64_t wait = enforce_deadlines(nav);
+    MHD_UNSIGNED_LONG_LONG mhd_wait;
+    if (MHD_get_timeout(d, &mhd_wait) == MHD_YES && (wait < 0 || (int64_t) mhd_wait < wait)) wait = (int64_t) mhd_wait;
+    if (poll(&pfd, 1, wait < 0 ? -1 : wait > INT_MAX ? INT_MAX : (int) wait) < 0 && errno != EINTR)
+      fatal("poll: %s", strerror(errno));
+    if (MHD_run(d) != MHD_YES) fatal("the HTTP server failed");
+  }
 }
 
 int main(int argc, char **argv)
 {
   const char *address = "127.0.0.1", *file = NULL;
   int port = 8080;
+  struct navigator nav = { .timeout = 10 };
+  program_name = "igprof-navigator";
   for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { fputs(usage, stdout); return 0; }
-    if ((!strcmp(argv[i], "-p") || !strcmp(argv[i], "--port")) && i + 1 < argc) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 0; }
+    int valued = !strcmp(a, "-p") || !strcmp(a, "--port") || !strcmp(a, "-a") || !strcmp(a, "--address")
+                 || !strcmp(a, "-t") || !strcmp(a, "--timeout");
+    if (valued && i + 1 >= argc) fatal("option %s needs an argument (see --help)", a);
+    if (!strcmp(a, "-p") || !strcmp(a, "--port")) {
       char *end;
       long v = strtol(argv[++i], &end, 10);
-      if (*end || v < 0 || v > 65535) fatal("--port expects 0..65535, got '%s'", argv[i]);
+      if (!*argv[i] || *end || v < 0 || v > 65535) fatal("--port expects 0..65535, got '%s'", argv[i]);
       port = (int) v;
-    } else if ((!strcmp(argv[i], "-a") || !strcmp(argv[i], "--address")) && i + 1 < argc) {
+    } else if (!strcmp(a, "-t") || !strcmp(a, "--timeout")) {
+      char *end;
+      long v = strtol(argv[++i], &end, 10);
+      if (!*argv[i] || *end || v < 1 || v > 86400) fatal("--timeout expects 1..86400 seconds, got '%s'", argv[i]);
+      nav.timeout = (unsigned) v;
+    } else if (!strcmp(a, "-a") || !strcmp(a, "--address")) {
       address = argv[++i];
-    } else if (argv[i][0] == '-' || file) {
-      fputs(usage, stderr);
-      return 1;
+    } else if (a[0] == '-' && a[1]) {
+      fatal("unknown option %s (see --help)", a);
+    } else if (file) {
+      fatal("one database only, got '%s' and '%s' (see --help)", file, a);
     } else {
-      file = argv[i];
+      file = a;
     }
   }
-  if (!file) { fputs(usage, stderr); return 1; }
-  struct navigator nav = { 0 };
+  if (!file) fatal("no database given (see --help)");
   open_database(&nav, file);
-  int lfd = listen_on(address, port);
-  struct sockaddr_in sa;
-  socklen_t len = sizeof(sa);
-  getsockname(lfd, (struct sockaddr *) &sa, &len);
   signal(SIGPIPE, SIG_IGN);
-  printf("igprof-navigator: serving %s at http://%s:%d/\n", file, address, ntohs(sa.sin_port));
+  struct MHD_Daemon *d = start_daemon(&nav, address, port);
+  const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+  printf("igprof-navigator: serving %s at http://%s:%u/\n", file, address, info ? (unsigned) info->port : (unsigned) port);
   fflush(stdout);
-  for (;;) {
-    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd < 0) { if (errno == EINTR) continue; fatal("accept: %s", strerror(errno)); }
-    struct timeval tv = { .tv_sec = 5 };   /* a silent client cannot hold the server */
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    serve(&nav, fd);
-  }
+  run_loop(&nav, d);
 }
+

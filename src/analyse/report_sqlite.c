@@ -31,11 +31,17 @@ static const char schema[] =
   " to_child_calls INTEGER, to_child_paths INTEGER, pct REAL);\n"
   "PRAGMA synchronous=OFF;\n";
 
+/* IgProf's four indexes, and four for igprof-navigator's pages: entries by
+ * |cumulative| and |self| value, an entry's callers and callees. */
 static const char indexes[] =
   "CREATE UNIQUE INDEX fileIndex ON files (id);\n"
   "CREATE UNIQUE INDEX symbolsIndex ON symbols (id);\n"
   "CREATE INDEX selfCountIndex ON mainrows(self_count);\n"
-  "CREATE INDEX totalCountIndex ON mainrows(cumulative_count);\n";
+  "CREATE INDEX totalCountIndex ON mainrows(cumulative_count);\n"
+  "CREATE INDEX selfMagnitudeIndex ON mainrows(abs(self_count));\n"
+  "CREATE INDEX totalMagnitudeIndex ON mainrows(abs(cumulative_count));\n"
+  "CREATE INDEX parentsChildIndex ON parents(child_id);\n"
+  "CREATE INDEX childrenParentIndex ON children(parent_id);\n";
 
 enum table { T_SUMMARY, T_FILES, T_SYMBOLS, T_MAINROWS, T_CHILDREN, T_PARENTS, T_COUNT };
 static const char *const table_names[T_COUNT] = { "summary", "files", "symbols", "mainrows", "children", "parents" };
