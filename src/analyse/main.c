@@ -139,6 +139,43 @@ static void add_input(struct options *o, const char *path)
   o->inputs[o->ninputs++] = path;
 }
 
+/* Whether `path` names a temporary file of the profiler's dump writer,
+ * ".igprof-tmp.<pid>.<n>" in any directory: one that is still there was cut
+ * short (the profiled process was killed while writing it). */
+static int is_unfinished_dump(const char *path)
+{
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  static const char prefix[] = ".igprof-tmp.";
+  if (strncmp(base, prefix, sizeof(prefix) - 1)) return 0;
+  const char *p = base + sizeof(prefix) - 1;
+  for (int part = 0; part < 2; ++part) {
+    size_t n = strspn(p, "0123456789");
+    if (!n || p[n] != (part ? '\0' : '.')) return 0;
+    p += n + 1;
+  }
+  return 1;
+}
+
+#define UNFINISHED "an unfinished temporary dump (the profiled process was killed while writing it)"
+
+/* Leave out the unfinished dumps among the inputs, one warning each; they
+ * cannot be all the inputs, nor the baseline. */
+static void skip_unfinished_dumps(struct options *o)
+{
+  if (o->baseline && is_unfinished_dump(o->baseline)) fatal("%s: " UNFINISHED "; not usable as the baseline", o->baseline);
+  size_t skipped = 0, kept = 0;
+  for (size_t i = 0; i < o->ninputs; ++i) skipped += (size_t) is_unfinished_dump(o->inputs[i]);
+  if (skipped == 1 && o->ninputs == 1) fatal("%s: " UNFINISHED "; no complete dump to read", o->inputs[0]);
+  if (skipped == o->ninputs)
+    fatal("all %zu inputs are unfinished temporary dumps (the profiled process was killed while writing them),"
+          " such as %s; no complete dump to read", skipped, o->inputs[0]);
+  for (size_t i = 0; i < o->ninputs; ++i)
+    if (is_unfinished_dump(o->inputs[i])) warn("%s: " UNFINISHED "; skipped", o->inputs[i]);
+    else o->inputs[kept++] = o->inputs[i];
+  o->ninputs = kept;
+}
+
 static void parse_args(struct options *o, int argc, char **argv)
 {
   o->show_calls = -1;
@@ -179,6 +216,7 @@ static void parse_args(struct options *o, int argc, char **argv)
     else add_input(o, a);
   }
   if (!o->ninputs) usage_error("%s", "no input files");
+  skip_unfinished_dumps(o);
   if (o->diff && !o->baseline) usage_error("%s", "-D/--diff-mode needs -b/--baseline FILE");
   if (o->lines && !o->gdb) usage_error("%s", "--lines needs -g");
 }
