@@ -12,13 +12,20 @@
  * once before its signal could be delivered (the kernel reports the overrun)
  * gives its stack one tick per period, so the profile measures time, not
  * deliveries.
+ *
+ * The signal is one the program does not use. When the program claims it
+ * (a handler, a mask that blocks it, a wait for it: signal_mask.c), the
+ * sampler moves to another free real-time signal, or stops with one line on
+ * stderr when none is left; the program never sees a sample.
  */
 #define _GNU_SOURCE
 #include "internal.h"
 #include "options.h"
 #include "perf.h"
+#include "signal_mask.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <ucontext.h>
 
@@ -88,14 +95,39 @@ static int interrupted_after_syscall(const ucontext_t *uc)
 #endif
 }
 
+static int is_sample(const siginfo_t *si)
+{
+  return si->si_code == SI_TIMER && si->si_value.sival_ptr == (void *) &perf_cookie;
+}
+
+/* The thread follows the last move of the signal (its mask, and samples
+ * left pending on the old one), unless it was interrupted inside the
+ * profiler: then its next hook or sample does it. */
+static void catch_up_here(void *uc)
+{
+  if (!igprof_signal_mask_behind() || !igprof_enter()) return;
+  igprof_signal_mask_catch_up(uc);
+  igprof_leave();
+}
+
 static enum igprof_signal_result on_sample(int sig, siginfo_t *si, void *uc, const struct sigaction *app)
 {
-  (void) sig;
   (void) app;
-  /* Someone else's use of the signal (kill, sigqueue, the application's
-   * own timer): that is the application's business. */
-  if (si->si_code != SI_TIMER || si->si_value.sival_ptr != (void *) &perf_cookie)
-    return IGPROF_SIGNAL_CHAIN;
+  if (!is_sample(si)) {
+    if (!igprof_signal_mask_is_nudge(si)) {
+      /* Someone else's use of the signal (kill, sigqueue, the application's
+       * own timer): that is the application's business. If its view of
+       * this thread blocks the signal, which the kernel does not because
+       * it is ours, the program is using it: it stays pending, and the
+       * sampler moves away. */
+      if (!igprof_signal_mask_hidden(sig)) return IGPROF_SIGNAL_CHAIN;
+      igprof_signal_mask_hold(sig, si, uc);
+      return IGPROF_SIGNAL_DONE;
+    }
+    catch_up_here(uc);
+    return IGPROF_SIGNAL_DONE;
+  }
+  catch_up_here(uc);
   if (!atomic_load_explicit(&sampling_on, memory_order_relaxed) ||
       !atomic_load_explicit(&igprof_state.active, memory_order_relaxed))
     return IGPROF_SIGNAL_DONE;
@@ -135,6 +167,39 @@ void perf_credit_hook(void *caller_ret, int64_t ticks)
   atomic_fetch_add(&samples, 1);
   atomic_fetch_add(&periods, (uint64_t) ticks);
 }
+
+/* ---------------------------------------------------------------- */
+/* Moving to another signal                                          */
+/* ---------------------------------------------------------------- */
+
+static atomic_flag move_lock = ATOMIC_FLAG_INIT;
+
+/* The program claimed `sig`: if it is the sampler's, take the next free
+ * real-time signal, make every thread's timer again with it, and give
+ * `sig` back (signal_mask.c nudges the threads whose view blocks it). Its
+ * dispatcher stays: a sample still queued on it is dropped there, and a
+ * nudge that arrives while its thread is inside the profiler waits for it
+ * to leave. */
+static void on_claimed(int sig)
+{
+  if (sig != perf_timer_signal()) return;
+  while (atomic_flag_test_and_set(&move_lock)) sched_yield();
+  if (sig == perf_timer_signal()) {
+    int next = perf_choose_signal(sig);
+    if (next > 0 && igprof_signal_own(next, on_sample, 1) != 0) next = -1;
+    perf_timer_move(next);
+    igprof_signal_defer_while_busy(sig);
+    igprof_signal_mask_release(sig);
+    if (next > 0)
+      igprof_debug("perf: the program uses signal %d; samples now come with signal %d", sig, next);
+    else
+      igprof_warn("perf: the program uses signal %d and no other real-time signal is free; "
+                  "CPU samples stop here", sig);
+  }
+  atomic_flag_clear(&move_lock);
+}
+
+static const struct igprof_signal_mover mover = {.claimed = on_claimed, .ours = is_sample};
 
 /* ---------------------------------------------------------------- */
 /* Threads                                                           */
@@ -178,9 +243,14 @@ static void perf_before_exec(void)
 {
   perf_timer_disarm_all();
   perf_timer_drain_pending();
+  igprof_signal_mask_before_exec(); /* the new image starts with the program's mask */
 }
 
-static void perf_exec_failed(void) { perf_timer_rearm_all(); }
+static void perf_exec_failed(void)
+{
+  igprof_signal_mask_exec_failed();
+  perf_timer_rearm_all();
+}
 
 static void perf_before_final_dump(void)
 {
@@ -201,10 +271,13 @@ static int perf_start(void)
 {
   c_ticks = igprof_counter_define("PERF_TICKS", IGPROF_COUNTER_TICK, 0);
   if (c_ticks < 0) return -1;
-  perf_config.signal = perf_choose_signal(igprof_config.dump_signal);
+  perf_config.signal = perf_timer_start_signal();
+  igprof_signal_mask_set_mover(&mover);
   if (perf_config.signal < 0) {
-    igprof_warn("perf: every real-time signal is in use; cannot sample");
-    return -1;
+    /* The program runs as it would, unsampled; its dump is still written. */
+    igprof_warn("perf: the program uses every real-time signal from SIGRTMIN+3 to SIGRTMAX; "
+                "CPU samples are not taken");
+    return 0;
   }
   if (igprof_signal_own(perf_config.signal, on_sample, 1) != 0) {
     igprof_warn("perf: cannot handle signal %d: %s", perf_config.signal,

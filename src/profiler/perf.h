@@ -4,7 +4,10 @@
  *               fork/exec/thread callbacks, statistics
  * perf_timer.c  one POSIX timer per thread, the registry of all of them,
  *               and the choice of the real-time signal they send
- * perf_wait.c   fork, and with -pr the calls that sleep: timed, not interrupted
+ * perf_wait.c   fork and the calls a signal would cut short: timed, not
+ *               interrupted
+ * signal_mask.c (the core's) which signals the program uses, and its view
+ *               of its mask
  *
  * See docs/cpu-profiling.md for the why of each choice.
  */
@@ -26,7 +29,7 @@ struct perf_config {
   long hz;            /* samples per second of the chosen clock */
   int keep_on_fork;   /* -pk */
   int start_disabled; /* -pd */
-  int signal;         /* the real-time signal the timers send */
+  int signal;         /* the real-time signal chosen at start-up (perf_timer_signal: now) */
 };
 extern struct perf_config perf_config;
 
@@ -36,9 +39,19 @@ extern const int perf_cookie;
 
 /* ---- perf_timer.c ---------------------------------------------------- */
 
-/* Pick a real-time signal nobody uses (default action, not blocked, not
- * pending), from SIGRTMAX downwards. Returns the signal or -1. */
+/* Pick a real-time signal the program does not use (not claimed, default
+ * action, not pending), from SIGRTMAX down to SIGRTMIN + 3, other than
+ * `avoid`. Returns the signal or -1. */
 int perf_choose_signal(int avoid);
+/* At start-up: claim what the program blocked already, then choose. */
+int perf_timer_start_signal(void);
+/* The signal timers send now; -1 once none was free. */
+int perf_timer_signal(void);
+/* The signal the calling thread's timer sends, -1 if it has none. */
+int perf_timer_thread_signal(void);
+/* Make every thread's timer again with `sig` (-1: delete them all), in
+ * the phase each had. Guard held. */
+void perf_timer_move(int sig);
 
 /* The clock the timers count: the calling thread's CPU clock, or
  * CLOCK_MONOTONIC with -pr. */
@@ -76,7 +89,7 @@ void perf_timer_drain_pending(void);
 
 /* ---- perf_wait.c ---------------------------------------------------- */
 
-/* Install the fork hook, and with -pr the hooks on the calls that sleep.
+/* Install the hooks on fork and on the calls a signal would cut short.
  * Returns how many required hooks failed. */
 int perf_wait_start(void);
 

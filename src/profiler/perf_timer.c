@@ -12,13 +12,25 @@
  *
  * The registry of every thread's timer is a list of slots that only grows
  * (a slot is reused by later threads): exec and the final dump must disarm
- * all timers at once, from whichever thread gets there.
+ * all timers at once, from whichever thread gets there, and when the
+ * program claims the sampler's signal every timer is made again with the
+ * new one (perf_timer_move). A slot's timer changes only under the slot's
+ * lock, taken with the guard held, so a signal handler never waits for a
+ * lock its own thread holds.
+ *
+ * The signal: a real-time signal the program does not use (signal_mask.c
+ * keeps the ones it claimed), from SIGRTMAX down, never below SIGRTMIN + 3:
+ * glibc keeps the signals under SIGRTMIN for itself (SIGRTMIN is read at
+ * run time), and the lowest few above it are the ones programs and
+ * libraries pick first.
  */
 #define _GNU_SOURCE
 #include "internal.h"
 #include "perf.h"
+#include "signal_mask.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -29,17 +41,24 @@
 struct perf_slot {
   struct perf_slot *next; /* immutable once published */
   _Atomic int owned;
-  _Atomic int timer;      /* kernel timer id, -1 when the thread has none */
-  _Atomic int resting;    /* its thread paused it (fork, -pr sleep): re-arming is the thread's job */
+  atomic_flag lock;       /* the fields below change under it */
+  int timer;              /* kernel timer id, -1 when the thread has none */
+  int signal;             /* the signal that timer sends */
+  int resting;            /* its thread paused it (fork, a blocking call): re-arming is the thread's job */
+  pid_t tid;
+  clockid_t clock;        /* the thread's clock, as any thread can name it */
 };
 
 static _Atomic(struct perf_slot *) slots;
 static _Atomic int timers_stopped; /* exec or final dump under way: arm nothing */
+static _Atomic int timer_signal;   /* what timers send; -1 once no signal is free */
 
 static IE_TLS struct perf_slot *my_slot;
 static IE_TLS int64_t paused_remaining; /* ns left in the period at pause, 0 if not paused */
 
 int64_t perf_period_ns(void) { return 1000000000LL / perf_config.hz; }
+
+int perf_timer_signal(void) { return atomic_load(&timer_signal); }
 
 static struct timespec ns_to_ts(int64_t ns)
 {
@@ -62,19 +81,63 @@ static int sys_timer_settime(int id, int64_t value_ns, int64_t *old_value_ns)
   return 0;
 }
 
+static void slot_lock(struct perf_slot *s)
+{
+  while (atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire)) sched_yield();
+}
+
+/* The final dump may come from a fatal signal that interrupted its thread
+ * with its slot locked: give up on a lock that stays taken. */
+static int slot_try_lock(struct perf_slot *s)
+{
+  for (int i = 0; i < 1000; ++i) {
+    if (!atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire)) return 1;
+    sched_yield();
+  }
+  return 0;
+}
+
+static void slot_unlock(struct perf_slot *s) { atomic_flag_clear_explicit(&s->lock, memory_order_release); }
+
+/* ---------------------------------------------------------------- */
+/* The signal                                                        */
+/* ---------------------------------------------------------------- */
+
+/* Free: the program has not claimed it, nobody handles, ignores or queued
+ * it, and it is neither the -S signal nor `avoid`. */
+static int signal_is_free(int sig, int avoid, const sigset_t *pending)
+{
+  struct sigaction a;
+  if (sig == avoid || sig == igprof_config.dump_signal || igprof_signal_mask_claimed(sig)) return 0;
+  if (sigismember(pending, sig) == 1 || sigaction(sig, NULL, &a) != 0) return 0;
+  return !(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_DFL;
+}
+
 int perf_choose_signal(int avoid)
 {
-  sigset_t blocked, pending;
-  pthread_sigmask(SIG_BLOCK, NULL, &blocked);
+  sigset_t pending;
+  sigemptyset(&pending);
   sigpending(&pending);
-  for (int sig = SIGRTMAX; sig >= SIGRTMIN; --sig) {
-    struct sigaction a;
-    if (sig == avoid || sigismember(&blocked, sig) || sigismember(&pending, sig)) continue;
-    if (sigaction(sig, NULL, &a) != 0) continue;
-    if (!(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_DFL) return sig;
-  }
+  for (int sig = SIGRTMAX; sig >= SIGRTMIN + 3; --sig)
+    if (signal_is_free(sig, avoid, &pending)) return sig;
   return -1;
 }
+
+int perf_timer_start_signal(void)
+{
+  /* What the program blocked before the profiler started is its own,
+   * unless the mask blocks everything (signal_mask.c). */
+  sigset_t blocked;
+  pthread_sigmask(SIG_BLOCK, NULL, &blocked);
+  igprof_signal_mask_uses(&blocked, 0);
+  int sig = perf_choose_signal(0);
+  atomic_store(&timer_signal, sig);
+  return sig;
+}
+
+/* ---------------------------------------------------------------- */
+/* Slots                                                             */
+/* ---------------------------------------------------------------- */
 
 /* Claim a free slot, or publish a new one. */
 static struct perf_slot *claim_slot(void)
@@ -86,7 +149,7 @@ static struct perf_slot *claim_slot(void)
   struct perf_slot *s = igprof_arena_alloc(sizeof *s);
   if (!s) return NULL;
   atomic_store(&s->owned, 1);
-  atomic_store(&s->timer, -1);
+  s->timer = -1;
   struct perf_slot *head = atomic_load(&slots);
   do s->next = head;
   while (!atomic_compare_exchange_weak(&slots, &head, s));
@@ -101,72 +164,141 @@ clockid_t perf_timer_clock(void)
   return perf_config.clock == PERF_CLOCK_REAL ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
 }
 
-int perf_timer_thread_start(void)
+/* The clock of thread `tid` under a name any thread of the process can use
+ * (the kernel's per-thread CPU clock id, as pthread_getcpuclockid makes it:
+ * CPUCLOCK_SCHED | CPUCLOCK_PERTHREAD). */
+static clockid_t clock_of(pid_t tid)
 {
-  if (my_slot && atomic_load(&my_slot->timer) >= 0) return 0;
-  if (!my_slot && !(my_slot = claim_slot())) { errno = ENOMEM; return -1; }
-  pid_t tid = (pid_t) syscall(SYS_gettid);
+  if (perf_config.clock == PERF_CLOCK_REAL) return CLOCK_MONOTONIC;
+  return (clockid_t) ((~(unsigned) tid << 3) | 6);
+}
+
+/* A timer of slot s's thread that sends `sig`; -1 with errno on failure. */
+static int create_timer(const struct perf_slot *s, int sig)
+{
   struct sigevent sev;
   memset(&sev, 0, sizeof sev);
   sev.sigev_notify = SIGEV_THREAD_ID;
-  sev.sigev_signo = perf_config.signal;
+  sev.sigev_signo = sig;
   sev.sigev_value.sival_ptr = (void *) &perf_cookie;
-  sev._sigev_un._tid = tid; /* sigev_notify_thread_id */
+  sev._sigev_un._tid = s->tid; /* sigev_notify_thread_id */
   int id = -1;
-  if (syscall(SYS_timer_create, perf_timer_clock(), &sev, &id) != 0) return -1;
-  atomic_store(&my_slot->resting, 0);
-  atomic_store(&my_slot->timer, id);
-  paused_remaining = 0;
-  if (!atomic_load(&timers_stopped)) sys_timer_settime(id, perf_period_ns(), NULL);
-  return 0;
+  if (syscall(SYS_timer_create, s->clock, &sev, &id) != 0) return -1;
+  return id;
+}
+
+int perf_timer_thread_start(void)
+{
+  if (!my_slot && !(my_slot = claim_slot())) { errno = ENOMEM; return -1; }
+  struct perf_slot *s = my_slot;
+  int rc = 0;
+  slot_lock(s);
+  int sig = atomic_load(&timer_signal);
+  if (s->timer < 0 && sig > 0) { /* none free: the thread goes unsampled, as the others */
+    s->tid = (pid_t) syscall(SYS_gettid);
+    s->clock = clock_of(s->tid);
+    int id = create_timer(s, sig);
+    if (id < 0) {
+      rc = -1;
+    } else {
+      s->timer = id;
+      s->signal = sig;
+      s->resting = 0;
+      paused_remaining = 0;
+      if (!atomic_load(&timers_stopped)) sys_timer_settime(id, perf_period_ns(), NULL);
+    }
+  }
+  slot_unlock(s);
+  return rc;
 }
 
 void perf_timer_thread_stop(void)
 {
-  if (!my_slot) return;
-  int id = atomic_exchange(&my_slot->timer, -1);
-  if (id >= 0) syscall(SYS_timer_delete, id);
-  atomic_store(&my_slot->owned, 0);
+  struct perf_slot *s = my_slot;
+  if (!s) return;
+  slot_lock(s);
+  if (s->timer >= 0) syscall(SYS_timer_delete, s->timer);
+  s->timer = -1;
+  slot_unlock(s);
+  atomic_store(&s->owned, 0);
   my_slot = NULL;
 }
 
-static int my_timer(void) { return my_slot ? atomic_load(&my_slot->timer) : -1; }
+int perf_timer_thread_signal(void)
+{
+  struct perf_slot *s = my_slot;
+  if (!s) return -1;
+  slot_lock(s);
+  int sig = s->timer >= 0 ? s->signal : -1;
+  slot_unlock(s);
+  return sig;
+}
+
+void perf_timer_move(int sig)
+{
+  atomic_store(&timer_signal, sig);
+  for (struct perf_slot *s = atomic_load(&slots); s; s = s->next) {
+    slot_lock(s);
+    if (atomic_load(&s->owned) && s->timer >= 0 && s->signal != sig) {
+      int64_t left = 0;
+      int id = sig > 0 ? create_timer(s, sig) : -1;
+      sys_timer_settime(s->timer, 0, &left);
+      /* A resting timer is re-armed by its thread, with the phase it kept. */
+      if (id >= 0 && !s->resting && left > 0 && !atomic_load(&timers_stopped))
+        sys_timer_settime(id, left, NULL);
+      syscall(SYS_timer_delete, s->timer);
+      s->timer = id;
+      s->signal = sig;
+    }
+    slot_unlock(s);
+  }
+}
+
+/* ---------------------------------------------------------------- */
+/* Pauses                                                            */
+/* ---------------------------------------------------------------- */
 
 /* Disarm the calling thread's timer; returns what was left of its period
- * (0 if it had none or was already resting). */
+ * (0 if it had none or an outer call already rests it). */
 static int64_t rest(void)
 {
-  int id = my_timer();
+  struct perf_slot *s = my_slot;
   int64_t left = 0;
-  if (id < 0 || atomic_load(&my_slot->resting)) return 0; /* an outer call rests it */
-  atomic_store(&my_slot->resting, 1);
-  if (sys_timer_settime(id, 0, &left) != 0) left = 0;
-  if (left <= 0) atomic_store(&my_slot->resting, 0);
+  if (!s) return 0;
+  slot_lock(s);
+  if (s->timer >= 0 && !s->resting) {
+    s->resting = 1;
+    if (sys_timer_settime(s->timer, 0, &left) != 0) left = 0;
+    if (left <= 0) s->resting = 0;
+  }
+  slot_unlock(s);
   return left;
 }
 
-static void wake(int id, int64_t next_ns)
+static void wake(int64_t next_ns)
 {
-  atomic_store(&my_slot->resting, 0);
-  if (!atomic_load(&timers_stopped)) sys_timer_settime(id, next_ns, NULL);
+  struct perf_slot *s = my_slot;
+  if (!s) return;
+  slot_lock(s);
+  s->resting = 0;
+  if (s->timer >= 0 && !atomic_load(&timers_stopped)) sys_timer_settime(s->timer, next_ns, NULL);
+  slot_unlock(s);
 }
 
 void perf_timer_pause(void) { paused_remaining = rest(); }
 
 void perf_timer_resume(void)
 {
-  int id = my_timer();
   int64_t left = paused_remaining;
   paused_remaining = 0;
-  if (id >= 0 && left > 0) wake(id, left);
+  if (left > 0) wake(left);
 }
 
 int64_t perf_timer_sleep_begin(void) { return rest(); }
 
 int64_t perf_timer_sleep_end(int64_t remaining_ns, int64_t elapsed_ns)
 {
-  int id = my_timer();
-  if (id < 0 || remaining_ns <= 0) return 0;
+  if (!my_slot || remaining_ns <= 0) return 0;
   int64_t period = perf_period_ns(), ticks = 0, next = remaining_ns - elapsed_ns;
   if (next <= 0) {
     /* Expiries at remaining, remaining + period, ...: the timer would have
@@ -175,19 +307,23 @@ int64_t perf_timer_sleep_end(int64_t remaining_ns, int64_t elapsed_ns)
     ticks = 1 + past / period;
     next = period - past % period;
   }
-  wake(id, next);
+  wake(next);
   return ticks;
 }
+
+/* ---------------------------------------------------------------- */
+/* All timers                                                        */
+/* ---------------------------------------------------------------- */
 
 static void set_all(int64_t value_ns)
 {
   for (struct perf_slot *s = atomic_load(&slots); s; s = s->next) {
-    int id = atomic_load(&s->timer);
+    if (!slot_try_lock(s)) continue;
     /* A resting timer is re-armed by its own thread when its call returns;
-     * arming it here would send signals into that call. A thread exiting at
-     * the same time may have deleted its timer: EINVAL, harmless. */
-    if (value_ns > 0 && atomic_load(&s->resting)) continue;
-    if (atomic_load(&s->owned) && id >= 0) sys_timer_settime(id, value_ns, NULL);
+     * arming it here would send signals into that call. */
+    if (atomic_load(&s->owned) && s->timer >= 0 && !(value_ns > 0 && s->resting))
+      sys_timer_settime(s->timer, value_ns, NULL);
+    slot_unlock(s);
   }
 }
 
@@ -206,11 +342,12 @@ void perf_timer_rearm_all(void)
 void perf_timer_fork_child(void)
 {
   /* Timers are not inherited: every slot is free, and no other thread
-   * exists to own one. */
+   * exists to own one (or to hold a slot's lock). */
   for (struct perf_slot *s = atomic_load(&slots); s; s = s->next) {
-    atomic_store(&s->timer, -1);
-    atomic_store(&s->resting, 0);
+    s->timer = -1;
+    s->resting = 0;
     atomic_store(&s->owned, 0);
+    atomic_flag_clear(&s->lock);
   }
   my_slot = NULL;
   paused_remaining = 0;
@@ -218,10 +355,13 @@ void perf_timer_fork_child(void)
 
 void perf_timer_drain_pending(void)
 {
+  int sig = perf_timer_thread_signal();
+  if (sig <= 0) sig = atomic_load(&timer_signal);
+  if (sig <= 0) return;
   sigset_t set, old;
   struct timespec zero = {0, 0};
   sigemptyset(&set);
-  sigaddset(&set, perf_config.signal);
+  sigaddset(&set, sig);
   /* Raw calls: the application's sigprocmask hook would refuse to block it. */
   if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &set, &old, _NSIG / 8) != 0) return;
   while (syscall(SYS_rt_sigtimedwait, &set, NULL, &zero, _NSIG / 8) > 0)

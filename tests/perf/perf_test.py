@@ -8,7 +8,7 @@ programs, under the launcher; reads the dumps with tests/profiler/igdump.py
 sample counts with the expected split, and sample totals with the CPU time
 the kernel accounted to the processes.
 
-Usage: perf_test.py --bin BUILD/bin --progs DIR SCENARIO
+Usage: perf_test.py --bin BUILD/bin --progs DIR [--rounds N] SCENARIO
 """
 import argparse
 import glob
@@ -16,6 +16,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -203,19 +204,108 @@ def scenario_sleephalf(a):
     near(ticks(d, inside('sleephalf')) * d.period, joined, 'main thread blocked in join')
 
 
-WAITS = ['wait_poll', 'wait_select', 'wait_epoll', 'wait_sigtimedwait', 'wait_sem', 'wait_usleep',
-         'wait_semop', 'wait_pause']
+WAITS = ['wait_nanosleep', 'wait_clock_nanosleep', 'wait_usleep', 'wait_poll', 'wait_ppoll', 'wait_select',
+         'wait_pselect', 'wait_epoll', 'wait_epoll_pwait', 'wait_sigtimedwait', 'wait_pause', 'wait_sem',
+         'wait_sem_clockwait', 'wait_semop', 'wait_futex', 'wait_recv', 'wait_recvfrom', 'wait_recvmsg',
+         'wait_read', 'wait_send', 'wait_write', 'wait_accept']
 
 
 def scenario_waits(a):
-    # Each call waits 60 ms; a wall-clock signal every 5 ms would end it with
+    # Each call waits 60 ms (its timeout, a socket timeout, or the program's
+    # own alarm for pause); a wall-clock signal every 5 ms would end it with
     # EINTR. Under -pr it returns exactly what it returns natively, and its
-    # 60 ms are in the profile.
-    new, _, _ = same_as_native(a, [a.cputest, 'waits'], opts=('-pr',))
+    # 60 ms are in the profile, on its own stack.
+    native, _, _ = run([a.waittest, 'waits'])
+    eq(len(native.stdout.splitlines()), len(WAITS), 'waittest waits: one line per call natively')
+    new, _, _ = same_as_native(a, [a.waittest, 'waits'], opts=('-pr',))
     d = igdump.Dump(new[0])
     for fn in WAITS:
         t = ticks(d, inside(fn)) * d.period
         check(0.055 <= t <= 0.2, f'{fn}: {t:.3f}s of wall-clock samples for a 60 ms wait')
+    # CPU time: the same calls, the same results.
+    same_as_native(a, [a.waittest, 'waits'], opts=('-pp',))
+
+
+def scenario_storm(a):
+    # 1 ms waits on 400 descriptors: much of the program's CPU time is the
+    # kernel scanning them, inside the calls. At 10 kHz CPU samples fall
+    # there, and must still never end a call (the kernel raises them on the
+    # way back to user mode: perf_wait.c); -pr rests its timer in each call,
+    # and in each receive on the socket with a 1 ms timeout.
+    native, _, _ = run([a.waittest, 'storm'])
+    eq(native.stdout, b'300 calls each: EINTR poll 0, select 0, epoll_wait 0, ppoll 0, recv 0\n', 'storm natively')
+    same_as_native(a, [a.waittest, 'storm'], opts=('-pp', '-pf', '10000'))
+    same_as_native(a, [a.waittest, 'storm'], opts=('-pr', '-pf', '2000'))
+
+
+# sigtest modes: is a real-time signal left for the sampler once the program
+# has taken the ones it uses, the functions that burn CPU after that, and
+# how many signals the program receives.
+RT_SIGNALS = signal.SIGRTMAX - signal.SIGRTMIN + 1
+SIGTEST = {
+    'one': (True, ['burn_after'], 8),
+    'allbutone': (True, ['burn_after'], 9),
+    'all': (False, ['burn_after'], 8),
+    'blanket': (True, ['burn_after', 'burn_thread', 'burn_final'], 3),
+    'handler': (True, ['burn_after'], 3),
+    'handlerall': (False, ['burn_after'], RT_SIGNALS),
+}
+BURN_CPU = {'burn_before': 0.2, 'burn_after': 0.3, 'burn_thread': 0.2, 'burn_final': 0.2}
+NO_SIGNAL_LEFT = re.compile(rb'igprof\(\d+\): perf: the program uses signal \d+ and no other real-time signal '
+                            rb'is free; CPU samples stop here\n')
+
+
+def sigtest_run(a, mode, opts, native):
+    free, phases, _ = SIGTEST[mode]
+    for f in dumps():
+        os.unlink(f)
+    r, _, _ = run([a.igprof, *opts, a.sigtest, mode])
+    what = f'sigtest {mode} under {" ".join(opts)}'
+    eq((r.returncode, r.stdout), (native.returncode, native.stdout), f'{what}: same status and output')
+    if free:
+        eq(r.stderr, b'', f'{what}: nothing on stderr')
+    else:
+        check(NO_SIGNAL_LEFT.fullmatch(r.stderr) is not None, f'{what}: one line says sampling stops: {r.stderr!r}')
+    d = one_dump('igprof.sigtest.*')
+    if not d:
+        return
+    cpu = opts[0] == '-pp'
+    for fn in ['burn_before'] + phases:
+        n = ticks(d, inside(fn))
+        if fn != 'burn_before' and not free:
+            eq(n, 0, f'{what}: {fn} not sampled, no signal left')
+        elif cpu:
+            near_count(n, d.period, BURN_CPU[fn], f'{what}: {fn} sampled as its CPU time')
+        else:
+            check(n > 0, f'{what}: {fn} sampled ({n})')
+
+
+def scenario_signals(a):
+    # The program blocks, waits for, or handles real-time signals, starting
+    # with the one the sampler took (SIGRTMAX): it gets exactly what it gets
+    # natively, and sampling goes on with a signal it does not use, or stops
+    # with one line on stderr when none is left.
+    for mode in SIGTEST:
+        native, _, _ = run([a.sigtest, mode])
+        eq((native.returncode, native.stderr), (3, b''), f'sigtest {mode} natively')
+        received = SIGTEST[mode][2]
+        check(native.stdout.endswith(f'received {received}\n'.encode()),
+              f'sigtest {mode} natively receives its {received} signals')
+        for opts in (('-pp',), ('-pr',)):
+            sigtest_run(a, mode, opts, native)
+    # An exec'd program starts with the mask the program set, the bit the
+    # sampler kept deliverable included.
+    native, _, _ = run([a.sigtest, 'exec'])
+    check(native.stdout.startswith(b'mask at start: 60 signals;') and native.returncode == 3,
+          f'sigtest exec natively: {native.stdout[:40]!r}')
+    for opts in (('-pp',), ('-pr',)):
+        same_as_native(a, [a.sigtest, 'exec'], opts=opts, check_dumps=False)
+    # Where the sampler went: the highest signal the program left free.
+    for mode, to in (('one', signal.SIGRTMAX - 1), ('allbutone', signal.SIGRTMIN + 6),
+                     ('blanket', signal.SIGRTMAX - 1), ('handler', signal.SIGRTMAX - 1)):
+        r, _, _ = run([a.igprof, '-pp', '-d', a.sigtest, mode])
+        line = f'perf: the program uses signal {int(signal.SIGRTMAX)}; samples now come with signal {int(to)}'
+        check(line.encode() in r.stderr, f'sigtest {mode}: -d says "{line}"')
 
 
 def scenario_user(a):
@@ -482,11 +572,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--bin', required=True)
     ap.add_argument('--progs', required=True)
+    ap.add_argument('--rounds', type=int, default=1)
     ap.add_argument('scenario')
     a = ap.parse_args()
     a.bin, a.progs = os.path.abspath(a.bin), os.path.abspath(a.progs)
     a.igprof = os.path.join(a.bin, 'igprof')
     a.cputest = os.path.join(a.progs, 'cputest')
+    a.sigtest = os.path.join(a.progs, 'sigtest')
+    a.waittest = os.path.join(a.progs, 'waittest')
     a.library = os.path.realpath(os.path.join(a.bin, '..', 'lib', 'igprof', 'libigprof.so'))
     fn = globals().get('scenario_' + a.scenario)
     if not fn:
@@ -494,7 +587,12 @@ def main():
     work = tempfile.mkdtemp(prefix='igprof-perf-')
     os.chdir(work)
     try:
-        fn(a)
+        for i in range(a.rounds):
+            if a.rounds > 1:
+                print(f'round {i + 1} of {a.rounds}')
+            fn(a)
+            for f in dumps():
+                os.unlink(f)
     finally:
         os.chdir('/')
         if not failures:
