@@ -9,16 +9,43 @@
  * RTLD_LOCAL at start-up and defines here, hidden, the unw_* entry points the
  * rest of the runtime calls, each forwarding to the real one.
  *
+ * libunwind must also own no file descriptor. When it falls back to stepping
+ * by frame pointer it checks each stack address it reads by writing one byte
+ * from it into a pipe it opened at its initialisation (and reading one byte
+ * back out first, re-opening the pipe when that read fails). Those two
+ * descriptors belong to the program's numbering: a program that closes all
+ * its descriptors and opens or dup2()s its own files onto those numbers would
+ * get bytes of stack memory written into its files and lose bytes of its
+ * input. So the private copy's imports of the descriptor calls it makes
+ * (pipe2, pipe, read, write, syscall, close, fcntl) are bound here, before its
+ * initialisation, to replacements that hand out two numbers no descriptor can
+ * have and answer for them without the kernel's descriptor table: the check
+ * becomes a process_vm_readv of the address (see probe_readable); every other
+ * descriptor goes to libc unchanged. If that binding cannot be done, libunwind
+ * is not used at all.
+ *
  * Loading happens in a constructor that runs before the runtime's own, outside
  * any signal handler; the forwarders themselves are async-signal-safe (one
  * indirect call). Without libunwind every forwarder reports failure and the
  * stack walks end where the fast walker's recipes end. */
+#define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
 #include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <libunwind.h>
+#include <link.h>
+#include <stdarg.h>
 #include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "internal.h"
+#include "walk.h"
 
 #define NAME_OF(sym) NAME_OF_(sym)
 #define NAME_OF_(sym) #sym
@@ -84,6 +111,215 @@ __asm__(".text\n"
 #error "unwind_private.c: no getcontext forwarder for this architecture yet"
 #endif
 
+/* ---- libunwind's descriptor calls, without descriptors -------------------- */
+
+/* The two ends of libunwind's validation pipe: negative, so no call of the
+ * program's can ever mean them, and no real call of ours either. */
+#define QUIET_READ_END (-1000)
+#define QUIET_WRITE_END (-1001)
+
+static int quiet_fd(long fd) { return fd == QUIET_READ_END || fd == QUIET_WRITE_END; }
+
+/* Whether `len` bytes at `addr` can be read, which is what the pipe write
+ * found out: a copy through the kernel, into a buffer of ours, that fails
+ * with EFAULT on an unreadable page and touches no descriptor. Returns `len`
+ * or -1 with errno set, as the write did. */
+static long probe_readable(const void *addr, size_t len)
+{
+  char buf[64];
+  if (len > sizeof buf) len = sizeof buf; /* libunwind checks one byte */
+  struct iovec local = {buf, len}, remote = {(void *) addr, len};
+  long n = syscall(SYS_process_vm_readv, (long) getpid(), &local, 1L, &remote, 1L, 0L);
+  if (n < 0) return -1;
+  if ((size_t) n != len) {
+    errno = EFAULT;
+    return -1;
+  }
+  return n;
+}
+
+static int quiet_pipe2(int fds[2], int flags)
+{
+  (void) flags;
+  fds[0] = QUIET_READ_END;
+  fds[1] = QUIET_WRITE_END;
+  return 0;
+}
+
+static int quiet_pipe(int fds[2]) { return quiet_pipe2(fds, 0); }
+
+/* The read that takes a byte out of the pipe: an empty non-blocking pipe
+ * (EAGAIN), which libunwind takes as a working one. */
+static ssize_t quiet_read(int fd, void *buf, size_t len)
+{
+  if (fd == QUIET_READ_END) {
+    errno = EAGAIN;
+    return -1;
+  }
+  return read(fd, buf, len);
+}
+
+static ssize_t quiet_write(int fd, const void *buf, size_t len)
+{
+  if (fd == QUIET_WRITE_END) return probe_readable(buf, len);
+  return write(fd, buf, len);
+}
+
+static int quiet_close(int fd)
+{
+  if (quiet_fd(fd)) return 0;
+  return close(fd);
+}
+
+static int quiet_fcntl(int fd, int cmd, ...)
+{
+  va_list ap;
+  va_start(ap, cmd);
+  long arg = va_arg(ap, long); /* every fcntl argument fits a long */
+  va_end(ap);
+  if (quiet_fd(fd)) return 0;
+  return fcntl(fd, cmd, arg);
+}
+
+/* libunwind writes to the pipe with syscall(SYS_write, ...). Six arguments
+ * are read whatever the call passed, as libc's own syscall() does. */
+static long quiet_syscall(long nr, ...)
+{
+  va_list ap;
+  va_start(ap, nr);
+  long a[6];
+  for (int i = 0; i < 6; i++) a[i] = va_arg(ap, long);
+  va_end(ap);
+  if (nr == SYS_write && quiet_fd(a[0])) return probe_readable((const void *) a[1], (size_t) a[2]);
+  if (nr == SYS_read && quiet_fd(a[0])) return quiet_read((int) a[0], NULL, 0);
+  if (nr == SYS_close && quiet_fd(a[0])) return 0;
+  return syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+static const struct quiet_import {
+  const char *name;
+  void *replacement;
+  int opens; /* creates the descriptors: must be bound, or no libunwind */
+} quiet_imports[] = {
+    {"pipe2", (void *) quiet_pipe2, 1}, {"pipe", (void *) quiet_pipe, 1},
+    {"read", (void *) quiet_read, 0},   {"write", (void *) quiet_write, 0},
+    {"close", (void *) quiet_close, 0}, {"fcntl", (void *) quiet_fcntl, 0},
+    {"syscall", (void *) quiet_syscall, 0},
+};
+#define QUIET_IMPORTS (sizeof quiet_imports / sizeof quiet_imports[0])
+
+#if defined(__x86_64__)
+#define IMPORT_SLOT_RELOC(type) ((type) == R_X86_64_JUMP_SLOT || (type) == R_X86_64_GLOB_DAT)
+#else
+#error "unwind_private.c: no import relocation types for this architecture yet"
+#endif
+
+/* The loaded object's dynamic tables. Their addresses are relocated in
+ * place by the loader on most targets, not on all: a value below the load
+ * address is still an offset. */
+struct import_tables {
+  uintptr_t base;
+  const ElfW(Sym) *symtab;
+  const char *strtab;
+  const ElfW(Rela) *rela[2];
+  size_t rela_bytes[2];
+  uintptr_t relro_start, relro_end;
+};
+
+static uintptr_t dyn_address(uintptr_t base, uintptr_t value)
+{
+  return value < base ? base + value : value;
+}
+
+static int find_relro(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  struct import_tables *t = arg;
+  (void) size;
+  if (info->dlpi_addr != t->base) return 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type == PT_GNU_RELRO) {
+      t->relro_start = t->base + ph->p_vaddr;
+      t->relro_end = t->relro_start + ph->p_memsz;
+    }
+  }
+  return 1;
+}
+
+static int import_tables_of(void *handle, struct import_tables *t)
+{
+  struct link_map *lm = NULL;
+  memset(t, 0, sizeof *t);
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm || !lm->l_ld) return 0;
+  t->base = lm->l_addr;
+  int pltrel_is_rela = 1;
+  for (const ElfW(Dyn) *d = lm->l_ld; d->d_tag != DT_NULL; d++) {
+    switch (d->d_tag) {
+    case DT_SYMTAB: t->symtab = (const ElfW(Sym) *) dyn_address(t->base, d->d_un.d_ptr); break;
+    case DT_STRTAB: t->strtab = (const char *) dyn_address(t->base, d->d_un.d_ptr); break;
+    case DT_RELA: t->rela[0] = (const ElfW(Rela) *) dyn_address(t->base, d->d_un.d_ptr); break;
+    case DT_RELASZ: t->rela_bytes[0] = d->d_un.d_val; break;
+    case DT_JMPREL: t->rela[1] = (const ElfW(Rela) *) dyn_address(t->base, d->d_un.d_ptr); break;
+    case DT_PLTRELSZ: t->rela_bytes[1] = d->d_un.d_val; break;
+    case DT_PLTREL: pltrel_is_rela = d->d_un.d_val == DT_RELA; break;
+    default: break;
+    }
+  }
+  if (!pltrel_is_rela || !t->symtab || !t->strtab) return 0;
+  dl_iterate_phdr(find_relro, t);
+  return 1;
+}
+
+/* Point one import slot at `value`, opening a RELRO page for the write. */
+static int write_slot(const struct import_tables *t, void **slot, void *value)
+{
+  uintptr_t at = (uintptr_t) slot;
+  if (at < t->relro_start || at >= t->relro_end) {
+    *slot = value;
+    return 1;
+  }
+  uintptr_t page = at & ~(uintptr_t) 4095;
+  if (mprotect((void *) page, 4096, PROT_READ | PROT_WRITE) != 0) return 0;
+  *slot = value;
+  mprotect((void *) page, 4096, PROT_READ);
+  return 1;
+}
+
+/* Bind the private libunwind's descriptor calls to the quiet ones. Returns
+ * NULL when done, or why it could not be: an import that creates
+ * descriptors was left bound to libc. */
+static const char *quiet_bind(void *handle)
+{
+  struct import_tables t;
+  if (!import_tables_of(handle, &t)) return "libunwind.so.8 not used: its dynamic section could not be read";
+  int found[QUIET_IMPORTS] = {0}, bound[QUIET_IMPORTS] = {0};
+  for (int k = 0; k < 2; k++) {
+    size_t count = t.rela_bytes[k] / sizeof(ElfW(Rela));
+    for (size_t i = 0; t.rela[k] && i < count; i++) {
+      const ElfW(Rela) *r = &t.rela[k][i];
+      size_t sym = ELF64_R_SYM(r->r_info);
+      if (sym == 0) continue;
+      const char *name = t.strtab + t.symtab[sym].st_name;
+      for (size_t q = 0; q < QUIET_IMPORTS; q++) {
+        if (strcmp(name, quiet_imports[q].name) != 0) continue;
+        found[q] = 1;
+        if (IMPORT_SLOT_RELOC(ELF64_R_TYPE(r->r_info)) &&
+            write_slot(&t, (void **) (t.base + r->r_offset), quiet_imports[q].replacement))
+          bound[q] = 1;
+        else if (quiet_imports[q].opens)
+          return "libunwind.so.8 not used: its pipe could not be replaced";
+      }
+    }
+  }
+  for (size_t q = 0; q < QUIET_IMPORTS; q++)
+    if (found[q] && !bound[q]) return "libunwind.so.8 not used: its descriptor calls could not be replaced";
+  return NULL;
+}
+
+static const char *unavailable_reason = "libunwind.so.8 could not be opened";
+
+const char *igprof_unwind_unavailable_reason(void) { return unavailable_reason; }
+
 static int unwind_getcontext_missing(unw_context_t *uc)
 {
   (void) uc;
@@ -94,7 +330,14 @@ __attribute__((constructor(101))) static void unwind_load(void)
 {
   igprof_unwind_real_getcontext = (void *) unwind_getcontext_missing;
   void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-  if (!h) return; /* reported by igprof_unwind_available() users */
+  if (!h) return; /* reported by igprof_walk_init */
+  /* Before any unw_* call: libunwind opens its pipe when it initialises. */
+  const char *why = quiet_bind(h);
+  if (why) {
+    unavailable_reason = why;
+    dlclose(h);
+    return;
+  }
 #define LOAD(var, sym) *(void **) &var = dlsym(h, NAME_OF(sym))
   LOAD(real_init_local, unw_init_local);
   LOAD(real_init_local2, unw_init_local2);
@@ -108,6 +351,7 @@ __attribute__((constructor(101))) static void unwind_load(void)
   if (gc) igprof_unwind_real_getcontext = gc;
   unw_addr_space_t *as = dlsym(h, NAME_OF(unw_local_addr_space));
   if (as) unw_local_addr_space = *as;
+  if (!igprof_unwind_available()) unavailable_reason = "libunwind.so.8 lacks unw_step or unw_backtrace";
 }
 
 int igprof_unwind_available(void)

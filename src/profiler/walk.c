@@ -125,7 +125,7 @@ int igprof_walk_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *
 void igprof_walk_init(void)
 {
   if (!igprof_unwind_available())
-    igprof_warn("libunwind.so.8 could not be opened: stacks stop where the fast walker's recipes stop");
+    igprof_warn("%s: stacks stop where the fast walker's recipes stop", igprof_unwind_unavailable_reason());
   /* libunwind's own per-thread cache of unwind info: no global lock per step. */
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   if (igprof_walk_fast_init) igprof_walk_fast_init();

@@ -40,6 +40,10 @@ void igprof_walk_debug_stats(void);
 /* From a signal handler: pcs[0] is the interrupted PC from `uc`. */
 int igprof_walk_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated);
 
+/* Why libunwind is not in use (when igprof_unwind_available() is 0): one
+ * line for the user, from unwind_private.c. */
+const char *igprof_unwind_unavailable_reason(void);
+
 /* Prepare the walker outside signal context (start-up, dlopen/dlclose, new thread). */
 void igprof_walk_init(void);
 void igprof_walk_thread_init(void);
