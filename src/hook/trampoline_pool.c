@@ -215,10 +215,20 @@ static int use_chunk(int i, size_t size, struct tramp_block *out, const char **w
   return 0;
 }
 
+/* Is every address within near reach of every other? On i386 a rel32 wraps
+ * around the 32-bit address space: any chunk serves any target, and new
+ * chunks go where the kernel puts them (the nearest gap to an executable is
+ * where its heap grows: a chunk there would stop brk). */
+static int near_everywhere(void)
+{
+  return arch_near_reachable(LOWEST_ADDRESS, HIGHEST_ADDRESS - CHUNK, CHUNK);
+}
+
 int tramp_reserve(uintptr_t target, int need_near, size_t size, struct tramp_block *out,
                   const char **why)
 {
   retire_inherited_chunks();
+  int everywhere = near_everywhere();
   size = (size + 15) & ~(size_t)15;
   if (need_near && refuse_near) {
     *why = "no free address space within near-jump reach (forced by a test)";
@@ -239,7 +249,7 @@ int tramp_reserve(uintptr_t target, int need_near, size_t size, struct tramp_blo
     if (best < 0 || distance(c->exec, target) < distance(chunks[best].exec, target))
       best = i;
   }
-  if (best >= 0 && (!need_near || distance(chunks[best].exec, target) <= CLOSE_ENOUGH ||
+  if (best >= 0 && (!need_near || everywhere || distance(chunks[best].exec, target) <= CLOSE_ENOUGH ||
                     nchunks == MAX_CHUNKS || !closer_gap_exists(target, chunks[best].exec)))
     return use_chunk(best, size, out, why);
   if (nchunks == MAX_CHUNKS) {
@@ -251,10 +261,11 @@ int tramp_reserve(uintptr_t target, int need_near, size_t size, struct tramp_blo
   uintptr_t taken[MAX_TAKEN];
   int ntaken = 0;
   for (int attempt = 0; attempt < MAX_TAKEN && ok != 0; attempt++) {
-    uintptr_t hint = simulate_full ? far_hint(target)
-                     : need_near   ? find_near_gap(target, taken, ntaken)
-                                   : 0;
-    if (need_near && !hint) {
+    uintptr_t hint = everywhere      ? 0
+                     : simulate_full ? far_hint(target)
+                     : need_near     ? find_near_gap(target, taken, ntaken)
+                                     : 0;
+    if (need_near && !everywhere && !hint) {
       if (best >= 0) /* farther than a gap seemed to be, but it serves */
         return use_chunk(best, size, out, why);
       *why = "no free address space within near-jump reach";
