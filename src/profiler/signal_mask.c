@@ -342,10 +342,15 @@ void igprof_signal_mask_exec_failed(void)
 
 /* One mask change of the program's: claims first (a blanket mask claims
  * nothing), then the change without the kept signals; the old mask it
- * reads back is its own view. */
+ * reads back is its own view. A change made while the thread is BUSY is
+ * the profiler's own (libunwind blocks everything around its locks while a
+ * sample is walked, and restores what it read): it goes to the kernel as
+ * it is and leaves the program's view alone; inside a sample's handler the
+ * kernel blocks the sampler's own signal, and that bit would otherwise
+ * become part of the view. */
 static int set_mask(int (*real)(int, const sigset_t *, sigset_t *), int how, const sigset_t *set, sigset_t *old)
 {
-  if (!atomic_load(&any_kept)) return real(how, set, old);
+  if (!atomic_load(&any_kept) || igprof_tls.guard == IGPROF_GUARD_BUSY) return real(how, set, old);
   int saved_errno = errno, entered = igprof_enter();
   view_init();
   int valid = how == SIG_BLOCK || how == SIG_UNBLOCK || how == SIG_SETMASK;
