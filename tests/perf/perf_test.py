@@ -168,24 +168,44 @@ def scenario_rate(a):
     near(ticks(d) * d.period, user + system, 'sampled time at 50 Hz vs CPU time', tol=0.15)
 
 
+def burner_cpu(text, names):
+    """The CPU seconds each named burner took, as cputest measured them
+    (CLOCK_THREAD_CPUTIME_ID around the loop) and printed ("name seconds"
+    pairs): the same loop costs threads of a loaded machine different CPU
+    times, and samples follow CPU time."""
+    w = text.decode().split()
+    if w[0::2] != names:
+        failures.append(f'cputest output {text!r}, expected the CPU times of {names}')
+        return [1.0] * len(names)
+    return [float(x) for x in w[1::2]]
+
+
 def scenario_threads(a):
     r, user, system = cputest(a, 'threads')
     eq(r.returncode, 0, 'exit status')
     d = one_dump('igprof.cputest.*')
     ta, tb = ticks(d, leaf('thread_burn_a')), ticks(d, leaf('thread_burn_b'))
-    print(f'thread_burn_a {ta}, thread_burn_b {tb}')
-    near_ratio(ta, tb, 1.0, 'equal threads get equal samples')
+    cpu_a, cpu_b = burner_cpu(r.stdout, ['thread_burn_a', 'thread_burn_b'])
+    print(f'thread_burn_a {ta} ({cpu_a:.3f}s CPU), thread_burn_b {tb} ({cpu_b:.3f}s CPU)')
+    near_ratio(ta, tb, cpu_a / cpu_b, 'two threads: samples split as their CPU times')
+    near_count(ta, d.period, cpu_a, 'thread_burn_a: sampled vs its CPU time')
+    near_count(tb, d.period, cpu_b, 'thread_burn_b: sampled vs its CPU time')
     near(ticks(d) * d.period, user + system, 'sampled time vs CPU time (two threads)')
 
 
 def scenario_afterjoin(a):
+    # The main thread's timer keeps going after a worker's is deleted at its
+    # exit: each burner's samples match the CPU time it measured itself.
     r, _, _ = cputest(a, 'afterjoin')
     eq(r.returncode, 0, 'exit status')
     d = one_dump('igprof.cputest.*')
     w, m = ticks(d, leaf('worker_burn')), ticks(d, leaf('after_join'))
-    print(f'worker_burn {w}, after_join {m}')
+    cpu_w, cpu_m = burner_cpu(r.stdout, ['worker_burn', 'after_join'])
+    print(f'worker_burn {w} ({cpu_w:.3f}s CPU), after_join {m} ({cpu_m:.3f}s CPU)')
     check(m > 0, 'main thread still sampled after the worker exited')
-    near_ratio(m, w, 1.0, 'after_join : worker_burn')
+    near_count(w, d.period, cpu_w, 'worker_burn: sampled vs its CPU time')
+    near_count(m, d.period, cpu_m, 'after_join: sampled vs its CPU time')
+    near_ratio(m, w, cpu_m / cpu_w, 'after_join : worker_burn samples vs their CPU times')
 
 
 def scenario_sleephalf(a):
@@ -417,7 +437,7 @@ def scenario_robust(a):
     env = dict(os.environ, CPUTEST_CPU_FILE=os.path.abspath('robust.cpu'))
     new, _, _ = same_as_native(a, [a.cputest, 'robust'], env=env)
     with open('robust.cpu') as f:
-        own_cpu, children_cpu = (float(x) for x in f.readline().split())
+        own_cpu, children_cpu, masked_cpu, unmasked_cpu = (float(x) for x in f.readline().split())
         child_cpu = {int(pid): float(cpu) for pid, cpu in (line.split() for line in f)}
     found = sorted((igdump.Dump(f) for f in new), key=ticks)
     eq(len(found), 21, 'one dump for the program and one per forked child')
@@ -432,7 +452,9 @@ def scenario_robust(a):
     # every real-time signal, sigfillset masks, alarm, forks and threads.
     near(ticks(parent) * parent.period, own_cpu, 'program: sampled time vs its CPU time')
     masked, unmasked = ticks(parent, leaf('thread_burn_a')), ticks(parent, leaf('thread_burn_b'))
-    near_ratio(masked, unmasked, 1.0, f'a thread that blocks all signals is sampled alike ({masked}:{unmasked})')
+    near_ratio(masked, unmasked, masked_cpu / unmasked_cpu,
+               f'a thread that blocks all signals is sampled alike ({masked}:{unmasked} samples, '
+               f'{masked_cpu:.3f}s:{unmasked_cpu:.3f}s CPU)')
     # A child starts from zero (no -pk): its samples cover its own ~25 ms
     # only, not the parent's hundreds. Each child's CPU time also holds
     # writing its dump and an unfinished last period, so the sum is lower.
@@ -463,8 +485,11 @@ def scenario_fork(a):
     for keep in (False, True):
         for f in dumps():
             os.unlink(f)
-        r, _, _ = cputest(a, 'forkkeep', opts=('-pp', '-pk') if keep else ('-pp',))
+        env = dict(os.environ, CPUTEST_CPU_FILE=os.path.abspath('forkkeep.cpu'))
+        r, _, _ = run([a.igprof, *(('-pp', '-pk') if keep else ('-pp',)), a.cputest, 'forkkeep'], env=env)
         eq((r.returncode, r.stdout), (0, b'child: 0\n'), 'exit status and output')
+        with open('forkkeep.cpu', 'rb') as f:
+            one_cpu, three_cpu = burner_cpu(f.read(), ['burn_one', 'burn_three'])
         found = [igdump.Dump(f) for f in dumps('igprof.cputest.*')]
         eq(len(found), 2, 'a dump for the parent and one for the child')
         if len(found) != 2:
@@ -472,7 +497,8 @@ def scenario_fork(a):
         parent, child = sorted(found, key=lambda d: ticks(d, leaf('burn_one')))
         three = ticks(parent, leaf('burn_three'))
         check(three > 20 and ticks(parent, leaf('burn_one')) == 0, f'parent: burn_three {three}, no burn_one')
-        near_ratio(ticks(child, leaf('burn_one')), three, 2 / 3, 'child: burn_one : parent burn_three')
+        near_ratio(ticks(child, leaf('burn_one')), three, one_cpu / three_cpu,
+                   f'child: burn_one : parent burn_three samples vs their CPU times ({one_cpu:.3f}s:{three_cpu:.3f}s)')
         if keep:
             eq(ticks(child, leaf('burn_three')), three, '-pk: the child keeps exactly the parent\'s samples')
         else:

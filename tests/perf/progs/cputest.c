@@ -4,8 +4,10 @@
  *   cputest ratio-timer HZ   ratio with a timer of its own sending an empty
  *                       handler HZ signals a second (the kernel's share of a
  *                       sample's cost, for bench/perf/sample_cost.py)
- *   cputest threads     two threads do the same work in thread_burn_a/_b
- *   cputest afterjoin   a worker burns and exits; then main burns as much
+ *   cputest threads     two threads do the same work in thread_burn_a/_b;
+ *                       prints the CPU time each took
+ *   cputest afterjoin   a worker burns and exits; then main burns as much;
+ *                       prints the CPU time each took
  *   cputest sleephalf   a thread spins 50 ms then sleeps 50 ms, 12 times
  *   cputest robust      own SIGPROF handler and ITIMER_PROF, blocked signals,
  *                       alarm, the profiler's own signal number, fork loop,
@@ -18,6 +20,7 @@
  *   cputest execfail P  a thread sleeps 300 ms in one nanosleep while main
  *                       fails to exec P; prints how the sleep ended
  *   cputest forkkeep    burn_three(15), then a child burns burn_one(10)
+ *                       (their CPU times into $CPUTEST_CPU_FILE)
  *   cputest bigfork     touches 256 MiB, then forks 10 children that exit;
  *                       prints the CPU time the forks took
  *   cputest allocloop   300000 malloc/free pairs in alloc_loop
@@ -117,26 +120,40 @@ static void ratio_timer(long hz)
   fprintf(stderr, "signals: %d\n", (int) empty_hits);
 }
 
-static void *thread_a(void *p) { thread_burn_a((long) p); return NULL; }
-static void *thread_b(void *p) { thread_burn_b((long) p); return NULL; }
+/* The thread burners report the CPU time their loop took (seconds in
+ * *(double *) p): under load the same loop does not cost each thread the
+ * same, and the samples must follow what it cost. */
+static double timed_burn(void (*burner)(long), long units)
+{
+  double t0 = thread_cpu();
+  burner(units);
+  return thread_cpu() - t0;
+}
+
+static void *thread_a(void *p) { *(double *) p = timed_burn(thread_burn_a, 20); return NULL; }
+static void *thread_b(void *p) { *(double *) p = timed_burn(thread_burn_b, 20); return NULL; }
 
 static void threads(void)
 {
   pthread_t a, b;
-  pthread_create(&a, NULL, thread_a, (void *) 20L);
-  pthread_create(&b, NULL, thread_b, (void *) 20L);
+  double cpu_a = 0, cpu_b = 0;
+  pthread_create(&a, NULL, thread_a, &cpu_a);
+  pthread_create(&b, NULL, thread_b, &cpu_b);
   pthread_join(a, NULL);
   pthread_join(b, NULL);
+  printf("thread_burn_a %.4f thread_burn_b %.4f\n", cpu_a, cpu_b);
 }
 
-static void *worker(void *p) { worker_burn((long) p); return NULL; }
+static void *worker(void *p) { *(double *) p = timed_burn(worker_burn, 20); return NULL; }
 
 static void afterjoin(void)
 {
   pthread_t w;
-  pthread_create(&w, NULL, worker, (void *) 20L);
+  double cpu_w = 0;
+  pthread_create(&w, NULL, worker, &cpu_w);
   pthread_join(w, NULL);
-  after_join(20);
+  double cpu_m = timed_burn(after_join, 20);
+  printf("worker_burn %.4f after_join %.4f\n", cpu_w, cpu_m);
 }
 
 static double now(void)
@@ -196,13 +213,14 @@ static void *count_thread(void *p) { spin(10000); return (void *) ((long) p * 2)
 static volatile sig_atomic_t plain_hits;
 static void on_plain(int sig) { (void) sig; plain_hits++; }
 
-/* A thread that blocks every signal with pthread_sigmask, then burns. */
+/* A thread that blocks every signal with pthread_sigmask, then burns;
+ * the CPU time its burner took in *(double *) p. */
 static void *masked_thread(void *p)
 {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL);
-  thread_burn_a((long) p);
+  *(double *) p = timed_burn(thread_burn_a, 12);
   return NULL;
 }
 
@@ -254,9 +272,10 @@ static void robust(void)
 
   /* Same work in a thread that blocked everything and in one that did not. */
   pthread_t masked;
-  pthread_create(&masked, NULL, masked_thread, (void *) 12L);
+  double masked_cpu = 0;
+  pthread_create(&masked, NULL, masked_thread, &masked_cpu);
   pthread_join(masked, NULL);
-  thread_burn_b(12);
+  double unmasked_cpu = timed_burn(thread_burn_b, 12);
 
   /* alarm + pause. */
   signal(SIGALRM, on_alarm);
@@ -304,9 +323,9 @@ static void robust(void)
     struct rusage self, kids;
     getrusage(RUSAGE_SELF, &self);
     getrusage(RUSAGE_CHILDREN, &kids);
-    fprintf(f, "%.6f %.6f\n", self.ru_utime.tv_sec + self.ru_utime.tv_usec / 1e6 + self.ru_stime.tv_sec +
+    fprintf(f, "%.6f %.6f %.6f %.6f\n", self.ru_utime.tv_sec + self.ru_utime.tv_usec / 1e6 + self.ru_stime.tv_sec +
             self.ru_stime.tv_usec / 1e6, kids.ru_utime.tv_sec + kids.ru_utime.tv_usec / 1e6 +
-            kids.ru_stime.tv_sec + kids.ru_stime.tv_usec / 1e6);
+            kids.ru_stime.tv_sec + kids.ru_stime.tv_usec / 1e6, masked_cpu, unmasked_cpu);
     for (int i = 0; i < 20; ++i) fprintf(f, "%ld %.6f\n", (long) kid_pid[i], kid_cpu[i]);
     fclose(f);
   }
@@ -397,14 +416,19 @@ static void execfail(const char *prog)
 
 static void forkkeep(void)
 {
-  burn_three(15);
+  const char *cpu_file = getenv("CPUTEST_CPU_FILE");
+  double three = timed_burn(burn_three, 15);
   pid_t pid = fork();
   if (pid == 0) {
-    burn_one(10);
+    double one = timed_burn(burn_one, 10);
+    FILE *f = cpu_file ? fopen(cpu_file, "w") : NULL;
+    if (f) fprintf(f, "burn_one %.6f ", one), fclose(f);
     exit(0);
   }
   int st;
   waitpid(pid, &st, 0);
+  FILE *f = cpu_file ? fopen(cpu_file, "a") : NULL;
+  if (f) fprintf(f, "burn_three %.6f\n", three), fclose(f);
   printf("child: %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 }
 
