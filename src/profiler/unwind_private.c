@@ -118,7 +118,7 @@ __asm__(".text\n"
 #define QUIET_READ_END (-1000)
 #define QUIET_WRITE_END (-1001)
 
-static int quiet_fd(long fd) { return fd == QUIET_READ_END || fd == QUIET_WRITE_END; }
+static int quiet_fd(int fd) { return fd == QUIET_READ_END || fd == QUIET_WRITE_END; }
 
 /* Whether `len` bytes at `addr` can be read, which is what the pipe write
  * found out: a copy through the kernel, into a buffer of ours, that fails
@@ -190,9 +190,11 @@ static long quiet_syscall(long nr, ...)
   long a[6];
   for (int i = 0; i < 6; i++) a[i] = va_arg(ap, long);
   va_end(ap);
-  if (nr == SYS_write && quiet_fd(a[0])) return probe_readable((const void *) a[1], (size_t) a[2]);
-  if (nr == SYS_read && quiet_fd(a[0])) return quiet_read((int) a[0], NULL, 0);
-  if (nr == SYS_close && quiet_fd(a[0])) return 0;
+  /* A descriptor is an int: the upper half of its register is not. */
+  int fd = (int) a[0];
+  if (nr == SYS_write && quiet_fd(fd)) return probe_readable((const void *) a[1], (size_t) a[2]);
+  if (nr == SYS_read && quiet_fd(fd)) return quiet_read(fd, NULL, 0);
+  if (nr == SYS_close && quiet_fd(fd)) return 0;
   return syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 

@@ -9,6 +9,11 @@ runs: pids and times, and leak addresses (leak sizes are kept, as a sorted
 list per node). Frames are module-relative (F<n>+offset), so any
 difference in a walked stack shows up as a difference in the tree.
 
+The two runs of a program must differ in nothing but the walker: python3
+runs with a fixed hash seed, writes no bytecode (the first run would leave
+.pyc files the second reads), imports no site module, and both runs get
+environments of the same size.
+
 usage: methods_agree.py IGPROF CXX_PROGRAM
 """
 import os
@@ -23,10 +28,13 @@ PROGRAMS = [
      'with recursive c(x) as (select 1 union all select x + 1 from c where x < 20000) '
      'insert into t select x, hex(x * 7919) from c;'
      'create index tb on t(b); select count(*), max(b) from t;'],
-    ['python3', '-c', 'import json, re\n'
+    # -B: no bytecode written by the first run for the second to read; -S -s:
+    # no site module, no user site (their .pth files import other modules).
+    ['python3', '-B', '-S', '-s', '-c', 'import json, re\n'
      'd = {str(i): [i] * (i % 7) for i in range(20000)}\n'
      's = json.dumps(d)\nprint(len(s), len(re.findall(r"\\d+", s)))'],
 ]
+METHODS = ['fast', 'libunwind']
 ABS = re.compile(r'N=\(@\?0x[0-9a-f]+\)')
 LEAKS = re.compile(r'((?:;LK=\(0x[0-9a-f]+,[0-9a-f]+\))+)')
 LEAK = re.compile(r';LK=\(0x[0-9a-f]+,([0-9a-f]+)\)')
@@ -49,9 +57,15 @@ def normalise(path):
 
 def run(igprof, method, argv, tmp):
     """All dumps of the run (one per process), normalised, in a stable order."""
-    outdir = os.path.join(tmp, method)
+    # Both runs see environments of the same size (the dump path and the
+    # method are in $IGPROF, and programs copy their environment): the
+    # output directory's name has a fixed length and IGPROF_TEST_PAD makes
+    # up for the method's name.
+    outdir = os.path.join(tmp, 'run-' + ('f' if method == 'fast' else 'l'))
     os.mkdir(outdir)
-    env = dict(os.environ, PYTHONHASHSEED='0')
+    pad = 'x' * (max(len(m) for m in METHODS) - len(method))
+    env = dict(os.environ, PYTHONHASHSEED='0', PYTHONDONTWRITEBYTECODE='1',
+               IGPROF_TEST_PAD=pad)
     # Without address randomisation: cc1plus hashes pointers, so its
     # allocations differ from run to run when the layout does.
     r = subprocess.run(['setarch', '-R', igprof, '-mp', '--unwind', method, '-o',
