@@ -75,6 +75,11 @@ struct frame_arch {
   unsigned dwarf_ra; /* return-address column of ordinary CIEs */
   unsigned min_insn; /* smallest instruction size (1 on x86) */
   unsigned red_zone; /* bytes below SP a leaf may use and a signal preserves */
+  /* The frame record the frame-pointer chain links (the caller's frame
+   * pointer and the return address at FP): the walker's guess for code
+   * without unwind information, as JIT compilers that keep the chain lay
+   * out their frames. */
+  struct frame_recipe fp_chain;
 };
 extern const struct frame_arch frame_arch;
 

@@ -17,6 +17,10 @@ const struct frame_arch frame_arch = {
     .dwarf_ra = 16, /* return address column */
     .min_insn = 1,
     .red_zone = 128, /* System V AMD64 ABI §3.2.2 */
+    /* push %rbp; mov %rsp, %rbp: the saved %rbp at FP, the return address
+     * above it, the caller's stack pointer above that. */
+    .fp_chain = {.cfa_offset = 16, .fp_offset = -16, .ra_offset = -8, .kind = FRAME_CFA_FP,
+                 .flags = FRAME_FP_SAVED},
 };
 
 void frame_regs_from_ucontext(struct frame_regs *r, const ucontext_t *uc) {

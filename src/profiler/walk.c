@@ -62,7 +62,7 @@ static int libunwind_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *t
     return 1;
   }
   int out = n - k;
-  if (truncated) *truncated = out > max || n == max + PROFILER_FRAMES;
+  if (truncated) *truncated = out > max || n == max + PROFILER_FRAMES ? WALK_TRUNCATED : WALK_COMPLETE;
   if (out > max) out = max;
   for (int i = 0; i < out; ++i) pcs[i] = (uintptr_t) raw[k + i] - 1;
   return out;
@@ -77,14 +77,16 @@ static int libunwind_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, 
   if (unw_init_local2(&cursor, (unw_context_t *) uc, UNW_INIT_SIGNAL_FRAME) < 0) return 0;
   if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0) return 0;
   pcs[n++] = (uintptr_t) ip;
-  while (unw_step(&cursor) > 0) {
+  int stepped;
+  while ((stepped = unw_step(&cursor)) > 0) {
     if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
     if (n == max) {
-      if (truncated) *truncated = 1;
+      if (truncated) *truncated = WALK_TRUNCATED;
       break;
     }
     pcs[n++] = (uintptr_t) ip - 1;
   }
+  if (stepped < 0 && truncated) *truncated = WALK_STOPPED;
   return n;
 }
 
@@ -110,10 +112,13 @@ void igprof_walk_debug_stats(void)
   struct walk_fast_stats st;
   igprof_walk_fast_stats(&st);
   igprof_debug("fast walker, this thread: %llu walks (%llu a recorded walk again), %llu frames stepped, "
-               "%llu copied from earlier walks, %llu by libunwind; %llu recipes derived",
+               "%llu copied from earlier walks, %llu by libunwind, %llu walks stopped; %llu recipes derived, "
+               "%llu addresses without unwind data stepped by frame pointer; %llu system calls",
                (unsigned long long) st.walks, (unsigned long long) st.walks_repeat,
                (unsigned long long) st.frames_fast, (unsigned long long) st.frames_memo,
-               (unsigned long long) st.frames_unwinder, (unsigned long long) st.derivations);
+               (unsigned long long) st.frames_unwinder, (unsigned long long) st.walks_cut,
+               (unsigned long long) st.derivations, (unsigned long long) st.guesses,
+               (unsigned long long) st.kernel_calls);
 }
 
 int igprof_walk_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated)

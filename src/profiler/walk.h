@@ -4,8 +4,9 @@
  * Both functions fill `pcs` outermost-last: pcs[0] is the innermost frame.
  * Addresses are call sites ready for symbolisation: the interrupted PC of a
  * signal is stored exactly, every return address is stored minus 1.
- * They return the number of frames written; if the stack was deeper than `max`
- * they set *truncated (when non-NULL) instead of silently cutting it.
+ * They return the number of frames written; if the stack was deeper than `max`,
+ * or went on beyond a frame they could not step, they set *truncated (when
+ * non-NULL) to WALK_TRUNCATED or WALK_STOPPED instead of silently cutting it.
  *
  * Both are safe in a signal handler: no locks, no allocation, no loader calls.
  */
@@ -16,6 +17,17 @@
 #include <ucontext.h>
 
 enum walk_method { WALK_FAST = 0, WALK_LIBUNWIND = 1 };
+
+/* What a walk's *truncated says about the frames it wrote. */
+enum walk_truncation {
+  WALK_COMPLETE = 0,  /* the walk reached the end of the stack */
+  WALK_TRUNCATED = 1, /* the stack is deeper than `max` */
+  /* A frame could not be stepped: code with neither unwind data nor a
+   * frame-pointer chain (JIT code that uses the frame pointer register for
+   * data), or a stack that looks corrupt. The stack goes on beyond the last
+   * frame written. */
+  WALK_STOPPED = 2,
+};
 
 /* Select the walker (igprof --unwind fast|libunwind). */
 void igprof_walk_set_method(enum walk_method method);

@@ -508,6 +508,12 @@ static const struct fast_module *module_of(const struct module_snapshot *s, uint
  * under way. */
 #define KNOWN_REFUSED 2
 
+/* frame_is_sigreturn, counted: it asks the kernel whether pc is mapped. */
+static int sigreturn_at(uintptr_t pc) {
+  thread_stats.kernel_calls++;
+  return frame_is_sigreturn(pc);
+}
+
 /* Derive the recipe of `pc`, in module `m` of snapshot `s`, from the
  * module's unwind data, and cache it. Safe in a signal handler
  * (eh_frame_find is). The caller has checked, in this order, that no
@@ -515,18 +521,35 @@ static const struct fast_module *module_of(const struct module_snapshot *s, uint
  * right about every module whose code is on this thread's stack (see
  * igprof_walk_fast_modules_changed), and `pc` — the interrupted PC or a
  * return address on this stack — lies in a module that stays mapped while
- * the frame is live. */
+ * the frame is live.
+ *
+ * Code without unwind information — `m` NULL (JIT code in an anonymous
+ * mapping, a module without an unwind table) or no FDE for `pc` — gets the
+ * frame-pointer chain's recipe (frame_arch.fp_chain), cached like any
+ * other: every later frame there costs what a compiled frame costs, reads
+ * only the stack within the walk's bounds (frame_step), and enters no
+ * system call. Where the code keeps no frame pointer the bounds end the
+ * walk, marked WALK_STOPPED. Caching it by address is safe because the
+ * guess depends on nothing but the absence of unwind data there, which
+ * only a module change alters, and a module change clears the cache. */
 __attribute__((noinline)) static struct frame_recipe derive_recipe(const struct module_snapshot *s,
                                                                    const struct fast_module *m,
                                                                    uintptr_t pc) {
-  struct frame_recipe rc;
-  const struct table_record *r = m->record;
-  struct eh_frame_segment segs[16];
-  for (int i = 0; i < r->nsegs; i++)
-    segs[i] = (struct eh_frame_segment){m->bias + r->seg_offsets[i].start,
-                                        m->bias + r->seg_offsets[i].end};
-  (void)eh_frame_find((const void *)(m->bias + r->hdr_offset), m->bias, segs, r->nsegs, pc, &rc);
-  thread_stats.derivations++;
+  struct frame_recipe rc = {0, 0, 0, FRAME_NO_INFO, 0};
+  if (m) {
+    const struct table_record *r = m->record;
+    struct eh_frame_segment segs[16];
+    for (int i = 0; i < r->nsegs; i++)
+      segs[i] = (struct eh_frame_segment){m->bias + r->seg_offsets[i].start,
+                                          m->bias + r->seg_offsets[i].end};
+    (void)eh_frame_find((const void *)(m->bias + r->hdr_offset), m->bias, segs, r->nsegs, pc,
+                        &rc);
+    thread_stats.derivations++;
+  }
+  if (rc.kind == FRAME_NO_INFO) {
+    rc = frame_arch.fp_chain;
+    thread_stats.guesses++;
+  }
   uint32_t bits;
   if (recipe_compress(rc, &bits)) {
     uint64_t stored = cache_put(pc_cache, pc, bits);
@@ -558,8 +581,6 @@ static struct frame_recipe recipe_for(uintptr_t pc, int *known) {
   const struct module_snapshot *s = atomic_load_explicit(&current_snapshot, memory_order_seq_cst);
   const struct fast_module *m = s ? module_of(s, pc) : NULL;
   *known = m != NULL;
-  if (!m)
-    return none; /* not cached: JIT code may appear without a module change */
   return derive_recipe(s, m, pc);
 }
 
@@ -590,6 +611,7 @@ __attribute__((noinline)) static int region_of_alt(uintptr_t sp, int interrupted
                                                    struct region *out) {
   uintptr_t below = interrupted ? frame_arch.red_zone : 0;
   stack_t ss;
+  thread_stats.kernel_calls++;
   if (sigaltstack(NULL, &ss) == 0 && !(ss.ss_flags & SS_DISABLE) &&
       sp >= (uintptr_t)ss.ss_sp && sp < (uintptr_t)ss.ss_sp + ss.ss_size) {
     *out = (struct region){sp - below, (uintptr_t)ss.ss_sp + ss.ss_size};
@@ -655,7 +677,9 @@ static int seek_frame(unw_cursor_t *c, const struct frame_regs *target, int limi
 static enum step unwinder_step(struct walk *w, struct frame_recipe rc, int known) {
   /* libunwind reads the instructions at pc and, without unwind info, the
    * frame-pointer chain, and checks neither: prove both mapped first. */
-  if (in_rebuild || (!known && !frame_memory_mapped(w->regs.pc, 16)))
+  if (in_rebuild)
+    return STEP_CUT;
+  if (!known && (thread_stats.kernel_calls++, !frame_memory_mapped(w->regs.pc, 16)))
     return STEP_CUT;
   ucontext_t uc;
   unw_cursor_t cursor;
@@ -684,7 +708,7 @@ static enum step unwinder_step(struct walk *w, struct frame_recipe rc, int known
    * our own reading of the CIE says so, or, when no recipe could be
    * derived, the trampoline's code. (libunwind only knows a frame is a
    * signal frame once it has stepped into it.) */
-  int interrupted = known == KNOWN_REFUSED ? frame_is_sigreturn(w->regs.pc)
+  int interrupted = known == KNOWN_REFUSED ? sigreturn_at(w->regs.pc)
                                            : (rc.flags & FRAME_SIGNAL) != 0;
   int stepped = unw_step(&cursor);
   if (stepped == 0)
@@ -728,12 +752,9 @@ __attribute__((noinline)) static enum step step_slow(struct walk *w) {
     w->outermost = 1;
     return STEP_END;
   case FRAME_STEP_UNWINDER:
-    if (rc.kind == FRAME_NO_INFO) {
-      /* libunwind will follow the frame pointer: only from a stack slot. */
-      uintptr_t fp = w->regs.fp;
-      if (fp < w->stack.lo || fp > w->stack.hi - 16)
-        return STEP_CUT;
-    }
+    /* FRAME_COMPLEX: code without unwind data has the frame-pointer
+     * recipe (derive_recipe), so libunwind is asked only about frames it
+     * can step from their unwind data, never to guess. */
     result = unwinder_step(w, rc, known);
     break;
   default: return STEP_CUT;
@@ -1044,7 +1065,7 @@ static int unwinder_walk(struct walk *w, const struct module_snapshot *s, uintpt
     if (!skipping) {
       if (n == max) {
         if (truncated)
-          *truncated = 1;
+          *truncated = WALK_TRUNCATED;
         break;
       }
       pcs[n++] = exact ? ip : ip - 1;
@@ -1055,7 +1076,7 @@ static int unwinder_walk(struct walk *w, const struct module_snapshot *s, uintpt
     if (s) {
       int known;
       struct frame_recipe rc = recipe_for(exact ? ip : ip - 1, &known);
-      exact = known == KNOWN_REFUSED ? frame_is_sigreturn(ip) : (rc.flags & FRAME_SIGNAL) != 0;
+      exact = known == KNOWN_REFUSED ? sigreturn_at(ip) : (rc.flags & FRAME_SIGNAL) != 0;
     } else {
       exact = 0;
     }
@@ -1165,9 +1186,12 @@ static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_unti
     /* A thread without known bounds, or code on a stack of its own making
      * (coroutines): libunwind walks it, if the stack pointer is mapped at
      * all. A wild stack pointer on a thread we know gives the PC alone. */
-    if (!s || stack_hi == 0 || frame_memory_mapped(w->regs.sp, sizeof(uintptr_t)))
+    if (!s || stack_hi == 0 ||
+        (thread_stats.kernel_calls++, frame_memory_mapped(w->regs.sp, sizeof(uintptr_t))))
       return unwinder_walk(w, s, pcs, max, skip_until, truncated);
     thread_stats.walks_cut++;
+    if (truncated)
+      *truncated = WALK_STOPPED;
     if (skip_until)
       return 0;
     pcs[0] = w->exact ? w->regs.pc : w->regs.pc - 1;
@@ -1182,6 +1206,8 @@ static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_unti
          * certain, as the libunwind method does. */
         thread_stats.frames_fast += fast_frames;
         thread_stats.walks_cut++;
+        if (truncated)
+          *truncated = WALK_STOPPED;
         pcs[0] = skip_until - 1;
         return 1;
       }
@@ -1200,7 +1226,7 @@ static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_unti
       }
       if (end == RUN_FULL) {
         if (truncated)
-          *truncated = 1;
+          *truncated = WALK_TRUNCATED;
         break;
       }
     }
@@ -1211,16 +1237,18 @@ static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_unti
     w->outermost = 0;
     enum step r = step_slow(w);
     if (r != STEP_OK) {
-      if (r == STEP_CUT)
+      if (r == STEP_CUT) {
         thread_stats.walks_cut++;
-      else if (w->outermost && w->cur)
+        if (truncated)
+          *truncated = WALK_STOPPED;
+      } else if (w->outermost && w->cur)
         w->cur->joinable_from = n - 1; /* an end by recipe is as certain as a step */
       complete = r == STEP_END;
       break;
     }
     if (n == max) {
       if (truncated)
-        *truncated = 1;
+        *truncated = WALK_TRUNCATED;
       break;
     }
     pcs[n++] = w->exact ? w->regs.pc : w->regs.pc - 1;

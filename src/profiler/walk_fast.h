@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <ucontext.h>
 
+#include "walk.h" /* enum walk_truncation */
+
 int igprof_walk_fast_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *truncated);
 int igprof_walk_fast_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated);
 /* From a hook replacement's frame record (walk.h, igprof_walk_from_hook_frame):
@@ -56,6 +58,8 @@ struct walk_fast_stats {
   uint64_t cache_misses;   /* PC cache misses */
   uint64_t derivations;    /* recipes derived from unwind data (eh_frame_find) */
   uint64_t derivations_refused; /* not derived: a dlclose was under way */
+  uint64_t guesses;        /* PCs without unwind data given the frame-pointer recipe */
+  uint64_t kernel_calls;   /* system calls made by the walker itself (libunwind's apart) */
 };
 void igprof_walk_fast_stats(struct walk_fast_stats *out);
 

@@ -59,7 +59,7 @@ __attribute__((noinline)) static int one_trial(int wild_sp, long *frames, long *
   uintptr_t pcs[MAX];
   int truncated = -1;
   int n = igprof_walk_fast_from_signal(pcs, MAX, &uc, &truncated);
-  if (n < 1 || n > MAX || pcs[0] != pc || (truncated != 0 && truncated != 1)) {
+  if (n < 1 || n > MAX || pcs[0] != pc || truncated < WALK_COMPLETE || truncated > WALK_STOPPED) {
     printf("FAIL: trial gave n=%d pcs[0]=%#lx (pc %#lx) truncated=%d\n", n,
            n > 0 ? (unsigned long)pcs[0] : 0ul, (unsigned long)pc, truncated);
     return 0;
