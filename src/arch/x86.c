@@ -344,7 +344,9 @@ size_t arch_branch_scan_limit(const void *code, size_t len, uintptr_t pc, uintpt
     return 0;
   const uint8_t *p = code;
   uint64_t span = hi - lo;
-  uint64_t base = pc - lo; /* target - lo = base + instruction end + displacement */
+  /* target - lo = base + instruction end + displacement; signed, so that in
+   * the 32-bit mode a window after pc gives a negative base, not 2^32 - n */
+  uint64_t base = (uint64_t)(int64_t)(intptr_t)(pc - lo);
   size_t best = 0;
 
   /* rel32 / rel16 forms reach anywhere: every e8, e9, 0f 8x and c7 f8 of the
@@ -377,7 +379,7 @@ size_t arch_branch_scan_limit(const void *code, size_t len, uintptr_t pc, uintpt
   /* rel8 forms (70..7f jcc, e0..e3 loop and jrcxz, eb jmp) reach 128 bytes
    * from their end: only opcodes at offsets i with i + 2 - 128 < hi and
    * i + 2 + 127 >= lo can count. */
-  int64_t first = (int64_t)(lo - pc), last = (int64_t)(hi - pc); /* window as offsets */
+  int64_t first = (intptr_t)(lo - pc), last = (intptr_t)(hi - pc); /* window as offsets */
   int64_t from = first - 129 > 0 ? first - 129 : 0;
   int64_t to = last + 126 < (int64_t)len - 1 ? last + 126 : (int64_t)len - 1;
   for (int64_t k = from; k < to; k++) {

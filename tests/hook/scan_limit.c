@@ -24,7 +24,11 @@
 #include "check.h"
 #include "elf_symbols.h"
 
+#if UINTPTR_MAX > 0xffffffffu
 #define PC ((uintptr_t)0x7f1234500000)
+#else
+#define PC ((uintptr_t)0x12345000) /* i386 */
+#endif
 
 static int is_branch(const struct arch_insn *in)
 {
