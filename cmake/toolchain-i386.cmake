@@ -2,9 +2,10 @@
 # the cross libc in /usr/i686-linux-gnu (libc6-dev-i386-cross) and the sysroot
 # (zlib, libunwind, Zydis) and qemu-i386 that scripts/cross-setup.sh i386 puts
 # in IGPROF_CROSS_DIR (default: .cross at the top of the source tree). Tests
-# run through the cache's run wrapper, which runs i386 programs natively when
-# the kernel can and under qemu-i386 otherwise (kernels built without IA-32
-# emulation answer "Exec format error").
+# run through the cache's run wrapper: under qemu-i386 by default, directly
+# with CROSS_RUN_MODE=native in the environment of ctest, on a kernel that
+# runs 32-bit programs (kernels built without IA-32 emulation answer "Exec
+# format error").
 #
 #   cmake -S . -B build-i386 -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-i386.cmake
 set(CMAKE_SYSTEM_NAME Linux)

@@ -2,8 +2,8 @@
 # cross-build.sh ARCH PREFIX: build igprof for another architecture and
 # install it into PREFIX (PREFIX/bin, PREFIX/lib/igprof: the native layout).
 #
-# ARCH: arm64 (i386 and armhf follow with their ports). Today an arm64 build
-# is the hook engine and igprof-hookcheck (the runtime, the launchers and the
+# ARCH: arm64 or i386 (armhf follows with its port). Today such a build is
+# the hook engine and igprof-hookcheck (the runtime, the launchers and the
 # analyser are not ported yet; see README.md, "Architectures").
 #
 # The cross compiler, the target's libraries and qemu-user come from
@@ -12,12 +12,12 @@
 # Env: IGPROF_CROSS_BUILD_DIR (default build-ARCH), JOBS (default nproc).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-usage() { echo "usage: cross-build.sh ARCH PREFIX   (ARCH: arm64)" >&2; exit 2; }
+usage() { echo "usage: cross-build.sh ARCH PREFIX   (ARCH: arm64, i386)" >&2; exit 2; }
 [ $# -eq 2 ] || usage
 ARCH=$1 PREFIX=$2
 case "$ARCH" in
-  arm64) ;;
-  i386|armhf) echo "cross-build.sh: $ARCH is not ported yet (issues 14 and 15)" >&2; exit 2 ;;
+  arm64|i386) ;;
+  armhf) echo "cross-build.sh: $ARCH is not ported yet (issue 15)" >&2; exit 2 ;;
   *) echo "cross-build.sh: unknown architecture '$ARCH'" >&2; usage ;;
 esac
 export IGPROF_CROSS_DIR=${IGPROF_CROSS_DIR:-$ROOT/.cross}

@@ -2,18 +2,20 @@
 # cross-test.sh ARCH: set up the cross tools (cross-setup.sh), build igprof
 # for ARCH and run its ctest suite under qemu-user.
 #
-# ARCH: arm64 (i386 and armhf follow with their ports). What an arm64 build
-# has today: the hook engine, its tests (hooks on the arm64 libc, libm,
-# libstdc++ and libz, called through under qemu-aarch64) and
-# igprof-hookcheck's coverage of those libraries.
+# ARCH: arm64 or i386 (armhf follows with its port). What such a build has
+# today: the hook engine, its tests (hooks on the target's libc, libm,
+# libstdc++ and libz, called through under qemu-aarch64 or qemu-i386) and
+# igprof-hookcheck's coverage of those libraries. CROSS_RUN_MODE=native
+# runs the i386 programs directly instead, on a kernel with IA-32 emulation
+# (one built without it answers "Exec format error").
 # Env: IGPROF_CROSS_BUILD_DIR (default build-ARCH), JOBS (default nproc).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -eq 1 ] || { echo "usage: cross-test.sh ARCH   (ARCH: arm64)" >&2; exit 2; }
+[ $# -eq 1 ] || { echo "usage: cross-test.sh ARCH   (ARCH: arm64, i386)" >&2; exit 2; }
 ARCH=$1
 case "$ARCH" in
-  arm64) ;;
-  i386|armhf) echo "cross-test.sh: $ARCH is not ported yet (issues 14 and 15)" >&2; exit 2 ;;
+  arm64|i386) ;;
+  armhf) echo "cross-test.sh: $ARCH is not ported yet (issue 15)" >&2; exit 2 ;;
   *) echo "cross-test.sh: unknown architecture '$ARCH'" >&2; exit 2 ;;
 esac
 export IGPROF_CROSS_DIR=${IGPROF_CROSS_DIR:-$ROOT/.cross}
