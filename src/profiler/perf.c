@@ -100,19 +100,24 @@ static int is_sample(const siginfo_t *si)
   return si->si_code == SI_TIMER && si->si_value.sival_ptr == (void *) &perf_cookie;
 }
 
+/* Handlers of the sampler's signals running in this thread (one inside
+ * another: a nudge that lands in a sample's handler). */
+static __thread __attribute__((tls_model("initial-exec"))) int handler_depth;
+
 /* The thread follows the last move of the signal (its mask, and samples
  * left pending on the old one), unless it was interrupted inside the
- * profiler: then its next hook or sample does it. */
+ * profiler, or inside another of these handlers, whose context's mask is
+ * the kernel's for that handler and not the thread's: then its next hook
+ * or sample does it. */
 static void catch_up_here(void *uc)
 {
-  if (!igprof_signal_mask_behind() || !igprof_enter()) return;
+  if (handler_depth > 1 || !igprof_signal_mask_behind() || !igprof_enter()) return;
   igprof_signal_mask_catch_up(uc);
   igprof_leave();
 }
 
-static enum igprof_signal_result on_sample(int sig, siginfo_t *si, void *uc, const struct sigaction *app)
+static enum igprof_signal_result on_signal(int sig, siginfo_t *si, void *uc)
 {
-  (void) app;
   if (!is_sample(si)) {
     if (!igprof_signal_mask_is_nudge(si)) {
       /* Someone else's use of the signal (kill, sigqueue, the application's
@@ -156,6 +161,17 @@ static enum igprof_signal_result on_sample(int sig, siginfo_t *si, void *uc, con
   }
   errno = saved_errno;
   return IGPROF_SIGNAL_DONE;
+}
+
+static enum igprof_signal_result on_sample(int sig, siginfo_t *si, void *uc, const struct sigaction *app)
+{
+  (void) app;
+  ++handler_depth;
+  atomic_signal_fence(memory_order_seq_cst);
+  enum igprof_signal_result r = on_signal(sig, si, uc);
+  atomic_signal_fence(memory_order_seq_cst);
+  --handler_depth;
+  return r;
 }
 
 void perf_credit_hook(void *caller_ret, int64_t ticks)
