@@ -442,8 +442,10 @@ static size_t relocate_pc_call(uint8_t *p, uintptr_t next, uintptr_t target)
     put_u32(p + 1, (uint32_t)next);
     return 5;
   }
-  /* mov REG, [esp] = 8b /r with mod 00, rm 100 (SIB), SIB 24; then ret */
+  /* mov REG, [esp] = 8b /r with mod 00, rm 100 (SIB), SIB 24; then ret;
+   * behind an endbr32 in code built with -fcf-protection */
   const uint8_t *t = (const uint8_t *)target;
+  t += arch_entry_landing_pad(t);
   if (t[0] == 0x8b && (t[1] & 0xc7) == 0x04 && t[2] == 0x24 && t[3] == 0xc3 && ((t[1] >> 3) & 7) != 4) {
     p[0] = (uint8_t)(0xb8 | ((t[1] >> 3) & 7)); /* mov REG, imm32 */
     put_u32(p + 1, (uint32_t)next);

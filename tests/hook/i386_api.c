@@ -7,9 +7,10 @@
  * or "far". Cases: functions of 1, 3 and exactly 5 bytes, a loop back into
  * the first 5 bytes, endbr32 entries (room to keep the landing pad, and
  * not), the PC thunks __x86.get_pc_thunk.bx/.ax/.cx and `call 1f; 1: pop`
- * inside the window (the relocated code must leave the ORIGINAL return
- * address in the register, which the function then returns or uses to
- * load its data through the GOT), call rel32 ending the window (the callee
+ * inside the window, and a thunk behind endbr32 as -fcf-protection builds
+ * it (the relocated code must leave the ORIGINAL return address in the
+ * register, which the function then returns or uses to load its data
+ * through the GOT), call rel32 ending the window (the callee
  * sees its return address in the trampoline), jcc rel8, jcc rel32, jecxz
  * and loop in the window, and the far path (near memory refused). Every
  * call's result is exact, every refusal has its reason, refused functions
@@ -42,11 +43,12 @@ uintptr_t i386_pc_bx(void);
 uintptr_t i386_pc_ax(void);
 uintptr_t i386_pc_cx(int);
 uintptr_t i386_pc_pop(void);
+uintptr_t i386_pc_cet(void);
 int i386_pc_got(int);
 int i386_call(int);
 int i386_far(int);
 extern uintptr_t i386_pc_bx_expect, i386_pc_ax_expect, i386_pc_cx_expect, i386_pc_pop_expect,
-    i386_call_expect, i386_seen_ret;
+    i386_pc_cet_expect, i386_call_expect, i386_seen_ret;
 
 static int replacement_int(void) { return 0; }
 
@@ -136,6 +138,8 @@ static void test_relocated_bytes(void)
   CHECK_EQ_LONG(relocated_imm((const void *)i386_pc_ax, 5, 0, 0xb8), i386_pc_ax_expect);
   /* movl 4(%esp), %edx; call thunk.cx -> the mov; movl $expect, %ecx */
   CHECK_EQ_LONG(relocated_imm((const void *)i386_pc_cx, 9, 4, 0xb9), i386_pc_cx_expect);
+  /* after endbr32, call of a thunk that starts with endbr32 -> movl $expect, %edx */
+  CHECK_EQ_LONG(relocated_imm((const uint8_t *)i386_pc_cet + 4, 5, 0, 0xba), i386_pc_cet_expect);
   /* call 1f; 1: -> pushl $expect */
   CHECK_EQ_LONG(relocated_imm((const void *)i386_pc_pop, 5, 0, 0x68), i386_pc_pop_expect);
   /* an ordinary call stays a call, displaced for the new address */
@@ -162,7 +166,7 @@ static void test_refusals(void)
 /* ---- hooked and called through ------------------------------------------- */
 
 static struct hook_result five_h, jecxz_h, loopfwd_h, sign_h, jz32_h, cetl_h, cets_h, bx_h, ax_h,
-    cx_h, pop_h, got_h, call_h, far_h;
+    cx_h, pop_h, cet_h, got_h, call_h, far_h;
 static int calls;
 static int five_repl(int x) { calls++; return ((int (*)(int))five_h.chain)(x) + 1000; }
 static int jecxz_repl(int n) { calls++; return ((int (*)(int))jecxz_h.chain)(n) * 10; }
@@ -184,6 +188,7 @@ static uintptr_t bx_repl(void) { calls++; return ((uintptr_t(*)(void))bx_h.chain
 static uintptr_t ax_repl(void) { calls++; return ((uintptr_t(*)(void))ax_h.chain)(); }
 static uintptr_t cx_repl(int x) { calls++; return ((uintptr_t(*)(int))cx_h.chain)(x); }
 static uintptr_t pop_repl(void) { calls++; return ((uintptr_t(*)(void))pop_h.chain)(); }
+static uintptr_t cet_repl(void) { calls++; return ((uintptr_t(*)(void))cet_h.chain)(); }
 static int got_repl(int x) { calls++; return ((int (*)(int))got_h.chain)(x) + 1; }
 static int call_repl(int x) { calls++; return ((int (*)(int))call_h.chain)(x) * 10; }
 static int far_repl(int x) { calls++; return ((int (*)(int))far_h.chain)(x) * 10; }
@@ -197,7 +202,8 @@ static void test_callthrough(void)
                  (*volatile call)(int) = i386_call;
   regparm_fn *volatile sign = i386_sign, *volatile jz32 = i386_jz32;
   uintptr_t (*volatile bx)(void) = i386_pc_bx, (*volatile ax)(void) = i386_pc_ax,
-                      (*volatile cx)(int) = i386_pc_cx, (*volatile pop)(void) = i386_pc_pop;
+                      (*volatile cx)(int) = i386_pc_cx, (*volatile pop)(void) = i386_pc_pop,
+                      (*volatile cet)(void) = i386_pc_cet;
 
   /* unhooked: the expected values are right */
   CHECK_EQ_LONG(five(9), 9);
@@ -216,6 +222,7 @@ static void test_callthrough(void)
   CHECK(ax() == i386_pc_ax_expect);
   CHECK(cx(3) == i386_pc_cx_expect + 3);
   CHECK(pop() == i386_pc_pop_expect);
+  CHECK(cet() == i386_pc_cet_expect);
   CHECK_EQ_LONG(got(8), 4250);
   CHECK_EQ_LONG(call(5), 11);
   CHECK(i386_seen_ret == i386_call_expect);
@@ -231,6 +238,7 @@ static void test_callthrough(void)
   INSTALL("i386_pc_ax", ax_repl, &ax_h);
   INSTALL("i386_pc_cx", cx_repl, &cx_h);
   INSTALL("i386_pc_pop", pop_repl, &pop_h);
+  INSTALL("i386_pc_cet", cet_repl, &cet_h);
   INSTALL("i386_pc_got", got_repl, &got_h);
   INSTALL("i386_call", call_repl, &call_h);
 
@@ -244,6 +252,8 @@ static void test_callthrough(void)
   CHECK_EQ_LONG(ax_h.patched_bytes, 5);
   CHECK_EQ_LONG(cx_h.patched_bytes, 9);
   CHECK_EQ_LONG(pop_h.patched_bytes, 5);
+  CHECK_EQ_LONG(cet_h.entry_kept, 4);
+  CHECK_EQ_LONG(cet_h.patched_bytes, 5);
   CHECK_EQ_LONG(call_h.patched_bytes, 9);
   uintptr_t target;
   CHECK_EQ_LONG(arch_read_jump((const void *)i386_five, (uintptr_t)i386_five, &target), 5);
@@ -283,13 +293,14 @@ static void test_callthrough(void)
   CHECK(ax() == i386_pc_ax_expect);
   CHECK(cx(3) == i386_pc_cx_expect + 3);
   CHECK(pop() == i386_pc_pop_expect);
+  CHECK(cet() == i386_pc_cet_expect);
   CHECK_EQ_LONG(got(8), 4251);
 
   /* call rel32 ending the window: the callee returns into the chain, right
    * after the relocated call (the copied mov, then the call: +9) */
   CHECK_EQ_LONG(call(5), 110);
   CHECK(i386_seen_ret == (uintptr_t)call_h.chain + 9);
-  CHECK_EQ_LONG(calls, 10 + 2 + 4 + 1 + 1);
+  CHECK_EQ_LONG(calls, 10 + 2 + 5 + 1 + 1);
 
   /* already hooked */
   struct hook_result again;

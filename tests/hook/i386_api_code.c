@@ -50,6 +50,10 @@ __asm__(THUNK(ax) THUNK(bx) THUNK(cx)
         FN(i386_pc_ax, "  call __x86.get_pc_thunk.ax\n1:\n  ret\n" EXPECT_LABEL(i386_pc_ax))
         FN(i386_pc_cx, "  movl 4(%esp), %edx\n  call __x86.get_pc_thunk.cx\n1:\n"
                        "  leal (%ecx,%edx), %eax\n  ret\n" EXPECT_LABEL(i386_pc_cx))
+        /* -fcf-protection code: endbr32 at the entry and in the thunk */
+        FN(i386_cet_thunk_dx, "  endbr32\n  movl (%esp), %edx\n  ret\n")
+        FN(i386_pc_cet, "  endbr32\n  call i386_cet_thunk_dx\n1:\n  movl %edx, %eax\n  ret\n"
+                        EXPECT_LABEL(i386_pc_cet))
         FN(i386_pc_pop, "  call 1f\n1:\n  popl %eax\n  ret\n" EXPECT_LABEL(i386_pc_pop))
         /* x -> x + 4242, the word read through the GOT pointer, as -fPIC
          * code does */
