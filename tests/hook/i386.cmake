@@ -7,6 +7,12 @@
 # i386 functions: endbr32 entries, the PC thunks and call/pop in the window,
 # call rel32, jcc rel8/rel32, jecxz and loop relocated, exact results.
 igprof_hook_test(i386_api i386_api.c i386_api_code.c)
+# Again 20 times (ctest -L stress): each run has its own address layout,
+# and the trampoline chunks go wherever the kernel (or qemu) maps them.
+add_test(NAME hook.i386_api.repeat
+  COMMAND sh -c "for i in $(seq 20); do \"$@\" >/dev/null || exit 1; done" sh
+          ${CMAKE_CROSSCOMPILING_EMULATOR} $<TARGET_FILE:hook_i386_api>)
+set_tests_properties(hook.i386_api.repeat PROPERTIES LABELS "stress;slow" TIMEOUT 600)
 
 # The raw-byte bound of the branch-into-patch scan against Zydis in the
 # 32-bit mode, and over every function of the i386 libraries.
