@@ -246,12 +246,6 @@ static void *thread_main(void *arg) {
   return NULL;
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int main(int argc, char **argv) {
   if (argc != 5) {
     fprintf(stderr, "usage: %s PLUGIN.so[:PLUGIN2.so] MIN_FRAMES MIN_SIGNAL_WALKS NAME\n", argv[0]);
@@ -278,9 +272,7 @@ int main(int argc, char **argv) {
   pthread_create(&threads[0], NULL, thread_main, (void *)1);
   pthread_create(&threads[1], NULL, thread_main, NULL);
 
-  double start = now();
-  for (int round = 0; round < 12 || (sampler_samples() < 3 * min_signal && now() - start < 8);
-       round++) {
+  for (int round = 0; round < 12 || sampler_more_rounds(min_signal, 3 * min_signal); round++) {
     workload(round);
     plugin_cycle(round);
   }

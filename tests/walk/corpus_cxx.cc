@@ -151,12 +151,6 @@ void *thread_main(void *) {
   return nullptr;
 }
 
-double now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -169,9 +163,7 @@ int main(int argc, char **argv) {
   sampler_start(1000);
   pthread_t thread;
   pthread_create(&thread, nullptr, thread_main, nullptr);
-  double start = now();
-  for (int round = 0; round < 20 || (sampler_samples() < 2 * min_signal && now() - start < 8);
-       round++)
+  for (int round = 0; round < 20 || sampler_more_rounds(min_signal, 2 * min_signal); round++)
     workload(round);
   stop_threads = 1;
   pthread_join(thread, nullptr);

@@ -31,6 +31,12 @@ void check_signal(const ucontext_t *uc);
 void sampler_start(long usec);
 void sampler_stop(void);
 long sampler_samples(void);
+/* Whether a corpus should run one more round after its fixed ones: until
+ * `target` signal walks were compared, for at most 8 s since sampler_start;
+ * and whatever the time, up to 40 s, until `min_signal` and a quarter more
+ * were (the sampler's checks take a bounded share of the time, so a slow or
+ * loaded machine gets there later, not never). */
+int sampler_more_rounds(long min_signal, long target);
 
 /* Print the summary; return 0 when there was no mismatch, at least
  * `min_frames` frames were compared in total and at least `min_signal`
