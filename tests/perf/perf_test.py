@@ -265,6 +265,7 @@ RT_SIGNALS = signal.SIGRTMAX - signal.SIGRTMIN + 1
 SIGTEST = {
     'one': (True, ['burn_after'], 8),
     'allbutone': (True, ['burn_after'], 9),
+    'allbutlow': (False, ['burn_after'], 9),
     'all': (False, ['burn_after'], 8),
     'blanket': (True, ['burn_after', 'burn_thread', 'burn_final'], 3),
     'handler': (True, ['burn_after'], 3),

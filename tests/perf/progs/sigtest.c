@@ -7,6 +7,8 @@
  *                      sigtimedwait and sigwait in turn
  *   sigtest allbutone  the same with every real-time signal blocked but
  *                      SIGRTMIN+6, queuing SIGRTMIN, SIGRTMAX-1, SIGRTMAX
+ *   sigtest allbutlow  the same leaving SIGRTMIN+2 unblocked (glibc's range:
+ *                      never the sampler's, so none is left for it)
  *   sigtest all        every real-time signal blocked (none left for a
  *                      sampler), queuing SIGRTMIN+6 and SIGRTMAX
  *   sigtest blanket    sigfillset masks in main and in a thread (the kind
@@ -154,8 +156,9 @@ static int blocked_exchange(const char *mode)
     sigaddset(&block, SIGRTMAX);
     sigs[n++] = SIGRTMAX;
   } else {
+    int left = strcmp(mode, "allbutlow") == 0 ? SIGRTMIN + 2 : SIGRTMIN + 6;
     for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig)
-      if (strcmp(mode, "all") == 0 || sig != SIGRTMIN + 6) sigaddset(&block, sig);
+      if (strcmp(mode, "all") == 0 || sig != left) sigaddset(&block, sig);
     if (strcmp(mode, "all") == 0) {
       sigs[n++] = SIGRTMIN + 6;
     } else {
@@ -277,7 +280,7 @@ static int exec_with_mask(const char *self)
 int main(int argc, char **argv)
 {
   if (argc < 2) {
-    fprintf(stderr, "usage: sigtest one|allbutone|all|blanket|handler|handlerall|exec\n");
+    fprintf(stderr, "usage: sigtest one|allbutone|allbutlow|all|blanket|handler|handlerall|exec\n");
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -292,7 +295,8 @@ int main(int argc, char **argv)
   else if (strcmp(mode, "handler") == 0) got = handler();
   else if (strcmp(mode, "handlerall") == 0) got = handlerall();
   else if (strcmp(mode, "exec") == 0) got = exec_with_mask("/proc/self/exe");
-  else if (strcmp(mode, "one") == 0 || strcmp(mode, "allbutone") == 0 || strcmp(mode, "all") == 0)
+  else if (strcmp(mode, "one") == 0 || strcmp(mode, "allbutone") == 0 || strcmp(mode, "allbutlow") == 0 ||
+           strcmp(mode, "all") == 0)
     got = blocked_exchange(mode);
   else {
     fprintf(stderr, "sigtest: unknown mode '%s'\n", mode);
