@@ -131,8 +131,15 @@ void igprof_walk_init(void)
 {
   if (!igprof_unwind_available())
     igprof_warn("%s: stacks stop where the fast walker's recipes stop", igprof_unwind_unavailable_reason());
-  /* libunwind's own per-thread cache of unwind info: no global lock per step. */
-  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+  /* No libunwind cache. Debian's libunwind is built without its per-thread
+   * cache: asking for it gives the global one, whose lock is held across a
+   * step that may call dl_iterate_phdr. A walk on one thread holding that
+   * lock and waiting for the loader's lock, against a thread inside dlopen
+   * whose malloc walks and waits for libunwind's lock, would hang the
+   * program. Without a cache there is no lock (and no sigprocmask pair per
+   * step); libunwind only steps the few frames the fast walker's recipes
+   * cannot, so re-reading their unwind entries costs little. */
+  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_NONE);
   if (igprof_walk_fast_init) igprof_walk_fast_init();
 }
 
