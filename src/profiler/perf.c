@@ -19,6 +19,7 @@
  * stderr when none is left; the program never sees a sample.
  */
 #define _GNU_SOURCE
+#include "../arch/context.h"
 #include "internal.h"
 #include "options.h"
 #include "perf.h"
@@ -68,33 +69,6 @@ static int perf_option(const char *key, const char *value, char *err, size_t err
 /* Samples                                                           */
 /* ---------------------------------------------------------------- */
 
-/* -pu: did the period end while the thread was in the kernel? The CPU
- * timer is checked on the scheduler tick; when the tick found the thread in
- * a system call, the signal is delivered as that call returns, so the
- * interrupted instruction is the one right after the system-call
- * instruction, or the system-call instruction itself when the kernel is
- * about to restart the call (SA_RESTART). A tick in user mode interrupts
- * anywhere else. So the samples
- * kept are the ticks that found the thread in user mode: the same split the
- * kernel uses for user and system time (getrusage, time(1)). */
-static int interrupted_after_syscall(const ucontext_t *uc)
-{
-#if defined(__x86_64__)
-  const unsigned char *pc = (const unsigned char *) uc->uc_mcontext.gregs[REG_RIP];
-  if (pc[0] == 0x0f && pc[1] == 0x05) return 1;   /* syscall, to be restarted */
-  if (((uintptr_t) pc & 4095) < 2) return 0;       /* never read across a page start */
-  return pc[-2] == 0x0f && pc[-1] == 0x05;         /* just returned from syscall */
-#elif defined(__aarch64__)
-  const uint32_t *pc = (const uint32_t *) uc->uc_mcontext.pc;
-  if (pc[0] == 0xd4000001u) return 1; /* svc #0, to be restarted */
-  if (((uintptr_t) pc & 4095) < 4) return 0;
-  return pc[-1] == 0xd4000001u;
-#else
-  (void) uc;
-  return 0;
-#endif
-}
-
 static int is_sample(const siginfo_t *si)
 {
   return si->si_code == SI_TIMER && si->si_value.sival_ptr == (void *) &perf_cookie;
@@ -136,7 +110,17 @@ static enum igprof_signal_result on_signal(int sig, siginfo_t *si, void *uc)
   if (!atomic_load_explicit(&sampling_on, memory_order_relaxed) ||
       !atomic_load_explicit(&igprof_state.active, memory_order_relaxed))
     return IGPROF_SIGNAL_DONE;
-  if (perf_config.clock == PERF_CLOCK_USER && interrupted_after_syscall(uc)) {
+  /* -pu: did the period end while the thread was in the kernel? The CPU
+   * timer is checked on the scheduler tick; when the tick found the thread in
+   * a system call, the signal is delivered as that call returns, so the
+   * interrupted instruction is the one right after the system-call
+   * instruction, or the system-call instruction itself when the kernel is
+   * about to restart the call (SA_RESTART). A tick in user mode interrupts
+   * anywhere else. So the samples
+   * kept are the ticks that found the thread in user mode: the same split the
+   * kernel uses for user and system time (getrusage, time(1)). The
+   * instruction test is the architecture's: context_at_syscall (src/arch). */
+  if (perf_config.clock == PERF_CLOCK_USER && context_at_syscall(uc)) {
     atomic_fetch_add_explicit(&kernel_samples, 1, memory_order_relaxed);
     return IGPROF_SIGNAL_DONE;
   }

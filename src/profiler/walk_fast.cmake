@@ -3,15 +3,13 @@
 # tests/walk when the profiler directory is not configured yet); linked into
 # libigprof.so and directly into the walker's tests and benchmark.
 if(NOT TARGET igprof_walk_fast)
-  if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
-    set(IGPROF_FRAME_ARCH x86_64)
-  else()
+  if(NOT EXISTS ${CMAKE_CURRENT_LIST_DIR}/../arch/${IGPROF_ARCH_NAME}_frame.c)
     message(FATAL_ERROR "walk_fast: no frame stepping for ${CMAKE_SYSTEM_PROCESSOR} yet")
   endif()
   add_library(igprof_walk_fast STATIC
     ${CMAKE_CURRENT_LIST_DIR}/walk_fast.c
     ${CMAKE_CURRENT_LIST_DIR}/eh_frame.c
-    ${CMAKE_CURRENT_LIST_DIR}/../arch/${IGPROF_FRAME_ARCH}_frame.c)
+    ${CMAKE_CURRENT_LIST_DIR}/../arch/${IGPROF_ARCH_NAME}_frame.c)
   set_target_properties(igprof_walk_fast PROPERTIES
     POSITION_INDEPENDENT_CODE ON
     C_VISIBILITY_PRESET hidden)
