@@ -147,8 +147,30 @@ int frame_is_sigreturn(uintptr_t pc);
 #define FRAME_REGS_HERE(r)                                                                     \
   __asm__ volatile("leaq 0(%%rip), %0\n\tmovq %%rsp, %1\n\tmovq %%rbp, %2"                    \
                    : "=r"((r)->pc), "=r"((r)->sp), "=r"((r)->fp))
+/* Where a call leaves the return address, relative to the CFA: the call
+ * pushed it just below the caller's stack pointer. The walker's PC cache
+ * keeps only recipes with this offset. */
+#define FRAME_CALL_RA_OFFSET (-8)
+/* A function compiled with a frame pointer keeps a frame record at it:
+ * [caller's frame pointer, return address] (push %rbp right after the
+ * call's push), and the caller's stack pointer after the call is just above
+ * the record. */
+#define FRAME_RECORD_AT_FP 1
+#define FRAME_RECORD_FP 0         /* word of the caller's frame pointer */
+#define FRAME_RECORD_RA 1         /* word of the return address */
+#define FRAME_RECORD_CALLER_SP 16 /* bytes from the record to the caller's SP */
 #else
 #error "frame.h: no frame stepping for this architecture yet"
+#endif
+
+#if FRAME_RECORD_AT_FP
+/* The registers of the caller of the function whose frame record is at
+ * `record` (its frame pointer), at the return address. */
+static inline void frame_regs_from_record(struct frame_regs *r, const uintptr_t *record) {
+  r->pc = record[FRAME_RECORD_RA];
+  r->sp = (uintptr_t)record + FRAME_RECORD_CALLER_SP;
+  r->fp = record[FRAME_RECORD_FP];
+}
 #endif
 
 #endif

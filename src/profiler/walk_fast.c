@@ -1278,12 +1278,7 @@ static inline void walk_init(struct walk *w, int exact, const ucontext_t *uc) {
   w->placed_from = 0;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-/* With a frame pointer of its own, this function knows its caller's
- * registers without a step: the return address and the caller's frame
- * pointer sit at its frame pointer, and the caller's stack pointer after
- * the call is just above them. That saves a lookup and a step (about a
- * fifth of a 10-frame walk) on every hook walk. */
+#if FRAME_RECORD_AT_FP
 /* The commonest hook walk: a loop allocating again from where it did
  * before. When the walk starts at exactly the registers (pc, sp, fp) of
  * the first frame of the record filed under its start, and every stack
@@ -1360,13 +1355,15 @@ static inline int memo_repeat(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_
   return n;
 }
 
-/* A walk from an x86_64 frame record [saved FP, return address]: the
- * registers of the caller of the function that owns the record. */
+/* A walk from a frame record (frame.h): from the registers of the caller
+ * of the function that owns the record. */
 static int walk_from_record(const uintptr_t *record, uintptr_t *pcs, int max, void *caller_ret,
                             int *truncated) {
   struct repeat_check checked = {NULL, -1, 0, 0};
-  if (record[1] == (uintptr_t)caller_ret) {
-    int n = memo_repeat(record[1], (uintptr_t)(record + 2), record[0], pcs, max, &checked);
+  struct frame_regs caller;
+  frame_regs_from_record(&caller, record);
+  if (caller.pc == (uintptr_t)caller_ret) {
+    int n = memo_repeat(caller.pc, caller.sp, caller.fp, pcs, max, &checked);
     if (n >= 0) {
       if (truncated)
         *truncated = 0;
@@ -1375,9 +1372,7 @@ static int walk_from_record(const uintptr_t *record, uintptr_t *pcs, int max, vo
   }
   struct walk w;
   walk_init(&w, 0, NULL);
-  w.regs.pc = record[1];
-  w.regs.sp = (uintptr_t)(record + 2);
-  w.regs.fp = record[0];
+  w.regs = caller;
   w.verified = checked.record;
   w.verified_from = checked.ok_from;
   w.verified_gen = checked.gen;
@@ -1385,7 +1380,13 @@ static int walk_from_record(const uintptr_t *record, uintptr_t *pcs, int max, vo
   w.placed_from = checked.placed_from;
   return walk_run(&w, pcs, max, (uintptr_t)caller_ret, truncated);
 }
+#endif
 
+#if FRAME_RECORD_AT_FP && defined(__GNUC__) && !defined(__clang__)
+/* With a frame pointer of its own (GCC's optimize attribute: this file is
+ * built without), this function knows its caller's registers without a
+ * step: they follow from its frame record. That saves a lookup and a step
+ * (about a fifth of a 10-frame walk) on every hook walk. */
 __attribute__((noinline, optimize("no-omit-frame-pointer"))) int
 igprof_walk_fast_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *truncated) {
   int n = walk_from_record(__builtin_frame_address(0), pcs, max, caller_ret, truncated);
@@ -1404,15 +1405,14 @@ __attribute__((noinline)) int igprof_walk_fast_from_hook(uintptr_t *pcs, int max
 }
 #endif
 
-/* A replacement compiled with a frame pointer keeps its caller's frame
- * pointer and return address at its own frame address (x86_64); the
- * caller's stack pointer after the call is just above them. The walk starts
- * there: no step through the profiler's own frames. */
+/* A replacement compiled with a frame pointer keeps a frame record at its
+ * own frame address (frame.h). The walk starts from the registers it holds:
+ * no step through the profiler's own frames. */
 int igprof_walk_fast_from_frame(uintptr_t *pcs, int max, void *caller_ret, const void *frame,
                                 int *truncated) {
-#if defined(__x86_64__)
+#if FRAME_RECORD_AT_FP
   const uintptr_t *f = frame;
-  if (!f || f[1] != (uintptr_t)caller_ret)
+  if (!f || f[FRAME_RECORD_RA] != (uintptr_t)caller_ret)
     return -1;
   return walk_from_record(f, pcs, max, caller_ret, truncated);
 #else

@@ -8,7 +8,8 @@
  * a racing writer may overwrite, which only costs a later miss.
  *
  * Recipes that do not fit (a CFA offset of 8 MiB or more, a return address
- * not at CFA-8) are never cached; the walker derives them each time.
+ * not where a call leaves it, FRAME_CALL_RA_OFFSET) are never cached; the
+ * walker derives them each time.
  *
  * Entries are never made stale by a module change: the table is cleared
  * when a new module snapshot is published, and a writer that computed its
@@ -34,7 +35,8 @@ _Static_assert(PC_CACHE_MAX_PC >= ((uint64_t)1 << 47) - 1, "keys must hold a use
  *   bit 28      FRAME_FP_SAVED
  *   bits 8-27   CFA offset / 8
  *   bits 0-7    -(FP save offset) / 8
- * The return address is at CFA-8 in every compressed CFA recipe. */
+ * The return address is at CFA + FRAME_CALL_RA_OFFSET in every compressed
+ * CFA recipe. */
 #define RC_OTHER (1u << 30)
 #define RC_FP_BASE (1u << 29)
 #define RC_FP_SAVED (1u << 28)
@@ -54,7 +56,7 @@ static inline int recipe_compress(struct frame_recipe rc, uint32_t *out) {
     *out = RC_OTHER | rc.kind | (uint32_t)rc.flags << 4;
     return 1;
   }
-  if (rc.ra_offset != -8 || rc.cfa_offset < 0 || rc.cfa_offset % 8 ||
+  if (rc.ra_offset != FRAME_CALL_RA_OFFSET || rc.cfa_offset < 0 || rc.cfa_offset % 8 ||
       (uint32_t)rc.cfa_offset / 8 > RC_CFA_MAX)
     return 0;
   uint32_t bits = (uint32_t)rc.cfa_offset / 8 << RC_CFA_SHIFT;
@@ -78,7 +80,7 @@ static inline struct frame_recipe recipe_expand(uint32_t bits) {
   }
   rc.kind = (bits & RC_FP_BASE) ? FRAME_CFA_FP : FRAME_CFA_SP;
   rc.cfa_offset = (int32_t)recipe_cfa_bytes(bits);
-  rc.ra_offset = -8;
+  rc.ra_offset = FRAME_CALL_RA_OFFSET;
   if (bits & RC_FP_SAVED) {
     rc.flags = FRAME_FP_SAVED;
     rc.fp_offset = (int16_t)(-(int32_t)recipe_fp_bytes(bits));
