@@ -44,6 +44,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "../arch/context.h"
 #include "internal.h"
 #include "walk.h"
 
@@ -57,8 +58,8 @@ static int (*real_get_reg)(unw_cursor_t *, int, unw_word_t *);
 static int (*real_set_caching_policy)(unw_addr_space_t, unw_caching_policy_t);
 static void (*real_flush_cache)(unw_addr_space_t, unw_word_t, unw_word_t);
 static int (*real_backtrace)(void **, int);
-/* Read by the assembly forwarder below. */
-__attribute__((used)) void *igprof_unwind_real_getcontext;
+/* Read by the getcontext forwarder (context.h). */
+void *igprof_unwind_real_getcontext;
 
 unw_addr_space_t unw_local_addr_space;
 
@@ -97,19 +98,7 @@ int unw_backtrace(void **buffer, int size)
   return real_backtrace ? real_backtrace(buffer, size) : 0;
 }
 
-/* unw_getcontext records its caller's registers, so its forwarder must not
- * have a frame of its own: a bare indirect jump. */
-#if defined(__x86_64__)
-__asm__(".text\n"
-        ".globl " NAME_OF(unw_tdep_getcontext) "\n"
-        ".hidden " NAME_OF(unw_tdep_getcontext) "\n"
-        ".type " NAME_OF(unw_tdep_getcontext) ", @function\n"
-        NAME_OF(unw_tdep_getcontext) ":\n"
-        "  jmp *igprof_unwind_real_getcontext(%rip)\n"
-        ".size " NAME_OF(unw_tdep_getcontext) ", .-" NAME_OF(unw_tdep_getcontext) "\n");
-#else
-#error "unwind_private.c: no getcontext forwarder for this architecture yet"
-#endif
+/* unw_getcontext's forwarder is machine code: src/arch/<arch>_context.c. */
 
 /* ---- libunwind's descriptor calls, without descriptors -------------------- */
 
