@@ -9,6 +9,8 @@
 #define _GNU_SOURCE
 #include "eh_frame.h"
 
+#include "../hook/eh_frame_hdr.h"
+
 #include <sys/mman.h>
 
 /* DWARF call-frame instructions (DWARF 4 §6.4.2, plus GNU extensions). */
@@ -23,13 +25,6 @@ enum {
   CFA_def_cfa_offset_sf = 0x13, CFA_val_offset = 0x14, CFA_val_offset_sf = 0x15,
   CFA_val_expression = 0x16, CFA_GNU_window_save = 0x2d, CFA_GNU_args_size = 0x2e,
   CFA_GNU_negative_offset_extended = 0x2f,
-};
-
-/* Pointer encodings (LSB "Linux Standard Base Core", DWARF extensions). */
-enum {
-  PE_absptr = 0x00, PE_uleb128 = 0x01, PE_udata2 = 0x02, PE_udata4 = 0x03, PE_udata8 = 0x04,
-  PE_sleb128 = 0x09, PE_sdata2 = 0x0a, PE_sdata4 = 0x0b, PE_sdata8 = 0x0c,
-  PE_pcrel = 0x10, PE_datarel = 0x30, PE_indirect = 0x80, PE_omit = 0xff,
 };
 
 const char *eh_frame_status_str(enum eh_frame_status status) {
@@ -47,25 +42,12 @@ const char *eh_frame_status_str(enum eh_frame_status status) {
 
 /* ---- bounded reader ------------------------------------------------------ */
 
-/* A read position with the end of the segment it must stay in. Every read
- * checks `p + n <= end` and sets `bad` instead of reading past it. */
-struct reader {
-  const uint8_t *p, *end;
-  int bad;
-};
-
-static int reader_has(struct reader *r, size_t n) {
-  if (r->bad || (size_t)(r->end - r->p) < n) {
-    r->bad = 1;
-    return 0;
-  }
-  return 1;
-}
-
+/* The cursor and pointer encodings are the shared .eh_frame_hdr reader's
+ * (src/hook/eh_frame_hdr.h); here, typed fixed reads on it. */
 #define READ_FIXED(name, type)                                                                 \
-  static type name(struct reader *r) {                                                         \
+  static type name(struct ehdr_reader *r) {                                                    \
     type v = 0;                                                                                \
-    if (reader_has(r, sizeof v)) {                                                             \
+    if (ehdr_has(r, sizeof v)) {                                                               \
       memcpy(&v, r->p, sizeof v);                                                              \
       r->p += sizeof v;                                                                        \
     }                                                                                          \
@@ -76,65 +58,6 @@ READ_FIXED(read_u16, uint16_t)
 READ_FIXED(read_u32, uint32_t)
 READ_FIXED(read_u64, uint64_t)
 
-static uint64_t read_uleb(struct reader *r) {
-  uint64_t v = 0;
-  for (unsigned shift = 0;; shift += 7) {
-    uint8_t b = read_u8(r);
-    if (r->bad)
-      return 0;
-    if (shift < 64)
-      v |= (uint64_t)(b & 0x7f) << shift;
-    if (!(b & 0x80))
-      return v;
-  }
-}
-
-static int64_t read_sleb(struct reader *r) {
-  uint64_t v = 0;
-  unsigned shift = 0;
-  uint8_t b;
-  do {
-    b = read_u8(r);
-    if (r->bad)
-      return 0;
-    if (shift < 64)
-      v |= (uint64_t)(b & 0x7f) << shift;
-    shift += 7;
-  } while (b & 0x80);
-  if (shift < 64 && (b & 0x40))
-    v |= ~(uint64_t)0 << shift;
-  return (int64_t)v;
-}
-
-/* Read a pointer in encoding `enc`. `datarel` is the base for PE_datarel
- * (the .eh_frame_hdr start); indirect pointers are returned undereferenced,
- * the walker never needs their targets. */
-static uintptr_t read_encoded(struct reader *r, uint8_t enc, uintptr_t datarel) {
-  uintptr_t field = (uintptr_t)r->p;
-  uint64_t v;
-  if (enc == PE_omit)
-    return 0;
-  switch (enc & 0x0f) {
-  case PE_absptr: v = read_u64(r); break;
-  case PE_uleb128: v = read_uleb(r); break;
-  case PE_udata2: v = read_u16(r); break;
-  case PE_udata4: v = read_u32(r); break;
-  case PE_udata8: v = read_u64(r); break;
-  case PE_sleb128: v = (uint64_t)read_sleb(r); break;
-  case PE_sdata2: v = (uint64_t)(int64_t)(int16_t)read_u16(r); break;
-  case PE_sdata4: v = (uint64_t)(int64_t)(int32_t)read_u32(r); break;
-  case PE_sdata8: v = read_u64(r); break;
-  default: r->bad = 1; return 0;
-  }
-  switch (enc & 0x70) {
-  case 0: break;
-  case PE_pcrel: v += field; break;
-  case PE_datarel: v += datarel; break;
-  default: r->bad = 1; return 0; /* textrel/funcrel/aligned: not used on our targets */
-  }
-  return (uintptr_t)v;
-}
-
 /* ---- segment bounds ------------------------------------------------------ */
 
 struct module_view {
@@ -143,11 +66,11 @@ struct module_view {
 };
 
 /* A reader over [p, segment end) if p lies in a readable segment. */
-static struct reader reader_at(const struct module_view *m, uintptr_t p) {
+static struct ehdr_reader reader_at(const struct module_view *m, uintptr_t p) {
   for (int i = 0; i < m->nsegs; i++)
     if (p >= m->segs[i].start && p < m->segs[i].end)
-      return (struct reader){(const uint8_t *)p, (const uint8_t *)m->segs[i].end, 0};
-  return (struct reader){NULL, NULL, 1};
+      return (struct ehdr_reader){(const uint8_t *)p, (const uint8_t *)m->segs[i].end, 0};
+  return (struct ehdr_reader){NULL, NULL, 1};
 }
 
 /* ---- row builder ---------------------------------------------------------- */
@@ -308,7 +231,7 @@ static void advance(struct cfi_run *run, struct row_builder *b, uintptr_t bias, 
 /* Run one instruction stream. With emit == 0 (the CIE's initial
  * instructions, or eh_frame_find) no rows are produced. Stops early once
  * the location passes run->stop_after. Returns 0 on a malformed stream. */
-static int run_insns(struct cfi_run *run, struct reader *r, struct row_builder *b,
+static int run_insns(struct cfi_run *run, struct ehdr_reader *r, struct row_builder *b,
                      uintptr_t bias, int emit) {
   const struct cie *cie = run->cie;
   struct cfi_state *s = &run->state;
@@ -321,7 +244,7 @@ static int run_insns(struct cfi_run *run, struct reader *r, struct row_builder *
       advance(run, b, bias, run->loc + low * cie->code_align, emit);
       continue;
     case CFA_offset:
-      off = (int64_t)read_uleb(r) * cie->data_align;
+      off = (int64_t)ehdr_read_uleb(r) * cie->data_align;
       set_rule(run, low, RULE_OFFSET, off);
       continue;
     case CFA_restore:
@@ -331,7 +254,7 @@ static int run_insns(struct cfi_run *run, struct reader *r, struct row_builder *
     switch (op) {
     case CFA_nop: break;
     case CFA_set_loc: {
-      uintptr_t to = read_encoded(r, cie->fde_enc, 0);
+      uintptr_t to = ehdr_read_encoded(r, cie->fde_enc, 0);
       if (to < run->loc)
         return 0;
       advance(run, b, bias, to, emit);
@@ -344,40 +267,40 @@ static int run_insns(struct cfi_run *run, struct reader *r, struct row_builder *
       advance(run, b, bias, run->loc + delta * cie->code_align, emit);
       break;
     case CFA_offset_extended:
-      reg = read_uleb(r);
-      set_rule(run, reg, RULE_OFFSET, (int64_t)read_uleb(r) * cie->data_align);
+      reg = ehdr_read_uleb(r);
+      set_rule(run, reg, RULE_OFFSET, (int64_t)ehdr_read_uleb(r) * cie->data_align);
       break;
     case CFA_offset_extended_sf:
-      reg = read_uleb(r);
-      set_rule(run, reg, RULE_OFFSET, read_sleb(r) * cie->data_align);
+      reg = ehdr_read_uleb(r);
+      set_rule(run, reg, RULE_OFFSET, ehdr_read_sleb(r) * cie->data_align);
       break;
     case CFA_GNU_negative_offset_extended:
-      reg = read_uleb(r);
-      set_rule(run, reg, RULE_OFFSET, -(int64_t)read_uleb(r) * cie->data_align);
+      reg = ehdr_read_uleb(r);
+      set_rule(run, reg, RULE_OFFSET, -(int64_t)ehdr_read_uleb(r) * cie->data_align);
       break;
-    case CFA_restore_extended: restore_rule(run, read_uleb(r)); break;
-    case CFA_undefined: set_rule(run, read_uleb(r), RULE_UNDEFINED, 0); break;
-    case CFA_same_value: set_rule(run, read_uleb(r), RULE_SAME, 0); break;
+    case CFA_restore_extended: restore_rule(run, ehdr_read_uleb(r)); break;
+    case CFA_undefined: set_rule(run, ehdr_read_uleb(r), RULE_UNDEFINED, 0); break;
+    case CFA_same_value: set_rule(run, ehdr_read_uleb(r), RULE_SAME, 0); break;
     case CFA_register:
-      reg = read_uleb(r);
-      (void)read_uleb(r);
+      reg = ehdr_read_uleb(r);
+      (void)ehdr_read_uleb(r);
       set_rule(run, reg, RULE_OTHER, 0);
       break;
     case CFA_val_offset:
-      reg = read_uleb(r);
-      (void)read_uleb(r);
+      reg = ehdr_read_uleb(r);
+      (void)ehdr_read_uleb(r);
       set_rule(run, reg, RULE_OTHER, 0);
       break;
     case CFA_val_offset_sf:
-      reg = read_uleb(r);
-      (void)read_sleb(r);
+      reg = ehdr_read_uleb(r);
+      (void)ehdr_read_sleb(r);
       set_rule(run, reg, RULE_OTHER, 0);
       break;
     case CFA_expression:
     case CFA_val_expression: {
-      reg = read_uleb(r);
-      uint64_t len = read_uleb(r);
-      if (!reader_has(r, len))
+      reg = ehdr_read_uleb(r);
+      uint64_t len = ehdr_read_uleb(r);
+      if (!ehdr_has(r, len))
         return 0;
       r->p += len;
       set_rule(run, reg, RULE_OTHER, 0);
@@ -398,30 +321,30 @@ static int run_insns(struct cfi_run *run, struct reader *r, struct row_builder *
         *s = run->stack[run->depth];
       break;
     case CFA_def_cfa:
-      s->cfa_reg = read_uleb(r);
-      s->cfa_offset = (int64_t)read_uleb(r);
+      s->cfa_reg = ehdr_read_uleb(r);
+      s->cfa_offset = (int64_t)ehdr_read_uleb(r);
       s->cfa_is_expression = 0;
       break;
     case CFA_def_cfa_sf:
-      s->cfa_reg = read_uleb(r);
-      s->cfa_offset = read_sleb(r) * cie->data_align;
+      s->cfa_reg = ehdr_read_uleb(r);
+      s->cfa_offset = ehdr_read_sleb(r) * cie->data_align;
       s->cfa_is_expression = 0;
       break;
     case CFA_def_cfa_register:
-      s->cfa_reg = read_uleb(r);
+      s->cfa_reg = ehdr_read_uleb(r);
       s->cfa_is_expression = 0;
       break;
-    case CFA_def_cfa_offset: s->cfa_offset = (int64_t)read_uleb(r); break;
-    case CFA_def_cfa_offset_sf: s->cfa_offset = read_sleb(r) * cie->data_align; break;
+    case CFA_def_cfa_offset: s->cfa_offset = (int64_t)ehdr_read_uleb(r); break;
+    case CFA_def_cfa_offset_sf: s->cfa_offset = ehdr_read_sleb(r) * cie->data_align; break;
     case CFA_def_cfa_expression: {
-      uint64_t len = read_uleb(r);
-      if (!reader_has(r, len))
+      uint64_t len = ehdr_read_uleb(r);
+      if (!ehdr_has(r, len))
         return 0;
       r->p += len;
       s->cfa_is_expression = 1;
       break;
     }
-    case CFA_GNU_args_size: (void)read_uleb(r); break;
+    case CFA_GNU_args_size: (void)ehdr_read_uleb(r); break;
     case CFA_GNU_window_save: s->ra.kind = RULE_OTHER; break; /* SPARC / AArch64 PAC */
     default: return 0;
     }
@@ -433,11 +356,11 @@ static int run_insns(struct cfi_run *run, struct reader *r, struct row_builder *
 
 /* Parse the CIE at `p` (its length field). */
 static enum eh_frame_status parse_cie(const struct module_view *m, uintptr_t p, struct cie *cie) {
-  struct reader r = reader_at(m, p);
+  struct ehdr_reader r = reader_at(m, p);
   uint64_t len = read_u32(&r);
   if (len == 0xffffffffu)
     len = read_u64(&r);
-  if (r.bad || !reader_has(&r, len))
+  if (r.bad || !ehdr_has(&r, len))
     return EH_FRAME_BAD_CIE;
   const uint8_t *end = r.p + len;
   r.end = end;
@@ -461,14 +384,14 @@ static enum eh_frame_status parse_cie(const struct module_view *m, uintptr_t p, 
     (void)read_u8(&r); /* segment selector size */
   }
   *cie = (struct cie){0};
-  cie->code_align = read_uleb(&r);
-  cie->data_align = read_sleb(&r);
-  cie->ra_reg = version == 1 ? read_u8(&r) : read_uleb(&r);
+  cie->code_align = ehdr_read_uleb(&r);
+  cie->data_align = ehdr_read_sleb(&r);
+  cie->ra_reg = version == 1 ? read_u8(&r) : ehdr_read_uleb(&r);
   cie->fde_enc = PE_absptr;
   if (aug[0] == 'z') {
     cie->has_z = 1;
-    uint64_t aug_len = read_uleb(&r);
-    if (!reader_has(&r, aug_len))
+    uint64_t aug_len = ehdr_read_uleb(&r);
+    if (!ehdr_has(&r, aug_len))
       return EH_FRAME_BAD_CIE;
     const uint8_t *aug_end = r.p + aug_len;
     int known = 1;
@@ -478,7 +401,7 @@ static enum eh_frame_status parse_cie(const struct module_view *m, uintptr_t p, 
       case 'R': cie->fde_enc = read_u8(&r); break;
       case 'P': {
         uint8_t enc = read_u8(&r);
-        (void)read_encoded(&r, enc & 0x7f, 0);
+        (void)ehdr_read_encoded(&r, enc & 0x7f, 0);
         break;
       }
       case 'S': cie->signal_frame = 1; break;
@@ -501,16 +424,16 @@ static enum eh_frame_status parse_cie(const struct module_view *m, uintptr_t p, 
 struct fde {
   struct cie cie;
   uintptr_t pc_begin, pc_end;
-  struct reader insns; /* the FDE's call-frame instructions */
+  struct ehdr_reader insns; /* the FDE's call-frame instructions */
 };
 
 /* Parse the FDE at `at` (its length field) and its CIE. */
 static enum eh_frame_status parse_fde(const struct module_view *m, uintptr_t at, struct fde *f) {
-  struct reader r = reader_at(m, at);
+  struct ehdr_reader r = reader_at(m, at);
   uint64_t len = read_u32(&r);
   if (len == 0xffffffffu)
     len = read_u64(&r);
-  if (r.bad || len < 4 || !reader_has(&r, len))
+  if (r.bad || len < 4 || !ehdr_has(&r, len))
     return EH_FRAME_BAD_FDE;
   r.end = r.p + len;
   uintptr_t id_at = (uintptr_t)r.p;
@@ -520,11 +443,11 @@ static enum eh_frame_status parse_fde(const struct module_view *m, uintptr_t at,
   enum eh_frame_status st = parse_cie(m, id_at - cie_off, &f->cie);
   if (st != EH_FRAME_OK)
     return st;
-  f->pc_begin = read_encoded(&r, f->cie.fde_enc, 0);
-  uintptr_t pc_range = read_encoded(&r, f->cie.fde_enc & 0x0f, 0);
+  f->pc_begin = ehdr_read_encoded(&r, f->cie.fde_enc, 0);
+  uintptr_t pc_range = ehdr_read_encoded(&r, f->cie.fde_enc & 0x0f, 0);
   if (f->cie.has_z) {
-    uint64_t aug_len = read_uleb(&r);
-    if (!reader_has(&r, aug_len))
+    uint64_t aug_len = ehdr_read_uleb(&r);
+    if (!ehdr_has(&r, aug_len))
       return EH_FRAME_BAD_FDE;
     r.p += aug_len;
   }
@@ -545,7 +468,7 @@ static int fde_usable(const struct fde *f, uintptr_t bias) {
 static enum eh_frame_status cfi_start(struct cfi_run *run, const struct fde *f, uintptr_t bias) {
   *run = (struct cfi_run){.cie = &f->cie, .loc = f->pc_begin, .stop_after = UINTPTR_MAX};
   run->state.cfa_reg = frame_arch.dwarf_sp;
-  struct reader ir = {f->cie.insns, f->cie.insns_end, 0};
+  struct ehdr_reader ir = {f->cie.insns, f->cie.insns_end, 0};
   if (!run_insns(run, &ir, NULL, bias, 0) || run->loc != f->pc_begin)
     return EH_FRAME_BAD_CIE;
   run->initial = run->state;
@@ -567,7 +490,7 @@ static enum eh_frame_status compile_fde(const struct module_view *m, uintptr_t f
    * the rows of an earlier FDE that this one overlaps, which the builder
    * drops as rows are added, could not be put back. */
   struct cfi_run dry = run;
-  struct reader insns = f.insns;
+  struct ehdr_reader insns = f.insns;
   if (!run_insns(&dry, &insns, NULL, bias, 0))
     return EH_FRAME_BAD_FDE;
   if (!run_insns(&run, &f.insns, b, bias, 1))
@@ -581,33 +504,19 @@ static enum eh_frame_status compile_fde(const struct module_view *m, uintptr_t f
 
 /* ---- .eh_frame_hdr -------------------------------------------------------- */
 
-/* The header's binary-search table: `count` pairs (initial location, FDE
- * address) sorted by location, each field in encoding `enc`. */
-struct search_table {
-  struct reader entries; /* positioned at the first pair */
-  uint8_t enc;
-  uint64_t count;
-};
-
 static enum eh_frame_status parse_hdr(const struct module_view *m, const void *hdr,
-                                      struct search_table *t) {
-  struct reader r = reader_at(m, (uintptr_t)hdr);
-  uintptr_t datarel = (uintptr_t)hdr;
-  uint8_t version = read_u8(&r), frame_enc = read_u8(&r), count_enc = read_u8(&r),
-          table_enc = read_u8(&r);
+                                      struct ehdr_table *t) {
+  struct ehdr_reader r = reader_at(m, (uintptr_t)hdr);
   if (r.bad)
     return EH_FRAME_OUT_OF_BOUNDS;
-  if (version != 1)
-    return EH_FRAME_BAD_HEADER;
-  (void)read_encoded(&r, frame_enc, datarel); /* .eh_frame start: FDEs are found via the table */
-  if (count_enc == PE_omit || table_enc == PE_omit)
-    return EH_FRAME_NO_TABLE;
-  t->count = read_encoded(&r, count_enc, datarel);
-  if (r.bad)
-    return EH_FRAME_BAD_HEADER;
-  t->enc = table_enc;
-  t->entries = r;
-  return EH_FRAME_OK;
+  switch (ehdr_open(hdr, r.end, t)) {
+  case EHDR_OK: return EH_FRAME_OK;
+  case EHDR_TRUNCATED: return EH_FRAME_OUT_OF_BOUNDS;
+  case EHDR_NO_TABLE: return EH_FRAME_NO_TABLE;
+  case EHDR_BAD_VERSION:
+  case EHDR_BAD_COUNT: break;
+  }
+  return EH_FRAME_BAD_HEADER;
 }
 
 /* ---- module -------------------------------------------------------------- */
@@ -643,19 +552,19 @@ enum eh_frame_status eh_frame_compile(const void *hdr, uintptr_t bias,
                                       struct eh_frame_table *out) {
   struct module_view m = {segs, nsegs};
   *out = (struct eh_frame_table){0};
-  struct search_table t;
+  struct ehdr_table t;
   enum eh_frame_status st = parse_hdr(&m, hdr, &t);
   if (st != EH_FRAME_OK)
     return st;
-  struct reader r = t.entries;
+  struct ehdr_reader r = t.entries;
   uintptr_t datarel = (uintptr_t)hdr;
   uint8_t table_enc = t.enc;
   uint64_t count = t.count;
   struct row_builder b = {0};
   uint64_t done = 0;
   for (uint64_t i = 0; i < count && st == EH_FRAME_OK && !b.failed; i++) {
-    (void)read_encoded(&r, table_enc, datarel); /* initial location */
-    uintptr_t fde = read_encoded(&r, table_enc, datarel);
+    (void)ehdr_read_encoded(&r, table_enc, datarel); /* initial location */
+    uintptr_t fde = ehdr_read_encoded(&r, table_enc, datarel);
     if (r.bad) {
       st = EH_FRAME_OUT_OF_BOUNDS;
       break;
@@ -687,17 +596,6 @@ void eh_frame_table_release(struct eh_frame_table *table) {
 
 /* ---- one address ------------------------------------------------------------ */
 
-/* Size of one field of the search table; 0 for a variable-size encoding,
- * which cannot be binary-searched (no linker writes one). */
-static size_t table_field_size(uint8_t enc) {
-  switch (enc & 0x0f) {
-  case PE_udata2: case PE_sdata2: return 2;
-  case PE_udata4: case PE_sdata4: return 4;
-  case PE_udata8: case PE_sdata8: case PE_absptr: return 8;
-  default: return 0;
-  }
-}
-
 /* The recipe compilation would give `pc`, by the same rules: the FDE is the
  * last one of the search table whose initial location is <= pc (a later
  * FDE wins where FDEs overlap), and pc must lie in its range. Reads only
@@ -707,29 +605,18 @@ enum eh_frame_status eh_frame_find(const void *hdr, uintptr_t bias,
                                    struct frame_recipe *out) {
   struct module_view m = {segs, nsegs};
   *out = (struct frame_recipe){0, 0, 0, FRAME_NO_INFO, 0};
-  struct search_table t;
+  struct ehdr_table t;
   enum eh_frame_status st = parse_hdr(&m, hdr, &t);
   if (st != EH_FRAME_OK)
     return st;
-  size_t field = table_field_size(t.enc);
-  if (field == 0)
+  if (ehdr_field_size(t.enc) == 0)
     return EH_FRAME_BAD_HEADER;
-  if (t.count > (uint64_t)(t.entries.end - t.entries.p) / (2 * field))
+  if (!ehdr_searchable(&t))
     return EH_FRAME_OUT_OF_BOUNDS; /* the whole table must lie in its segment */
-  uintptr_t datarel = (uintptr_t)hdr;
-  /* Last entry with location <= pc: lo is a candidate, hi the first entry
-   * known to be greater. */
-  uint64_t lo = 0, hi = t.count;
-  if (hi == 0)
+  if (t.count == 0)
     return EH_FRAME_OK;
-  while (hi - lo > 1) {
-    uint64_t mid = lo + (hi - lo) / 2;
-    struct reader e = {t.entries.p + mid * 2 * field, t.entries.end, 0};
-    if (read_encoded(&e, t.enc, datarel) <= pc)
-      lo = mid;
-    else
-      hi = mid;
-  }
+  /* The last entry with location <= pc. */
+  uint64_t lo = ehdr_below(&t, pc);
   /* An FDE that gives no rows (an empty range, one that rows cannot
    * address, a malformed one) does not end the one before it in a
    * compiled table either: then the entries before it decide, a few at
@@ -737,10 +624,8 @@ enum eh_frame_status eh_frame_find(const void *hdr, uintptr_t bias,
   struct fde f;
   struct cfi_run run;
   for (int back = 0;; back++, lo--) {
-    struct reader e = {t.entries.p + lo * 2 * field, t.entries.end, 0};
-    uintptr_t first = read_encoded(&e, t.enc, datarel);
-    uintptr_t fde_at = read_encoded(&e, t.enc, datarel);
-    if (e.bad)
+    uintptr_t first, fde_at;
+    if (ehdr_entry(&t, lo, &first, &fde_at) != 0)
       return EH_FRAME_BAD_HEADER;
     if (first > pc)
       return st; /* before the first FDE */
