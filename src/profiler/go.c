@@ -25,6 +25,7 @@
  * does) and costs other programs one look at the executable's notes.
  */
 #define _GNU_SOURCE
+#include "../arch/go.h"
 #include "internal.h"
 #include "elf_symbols.h"
 
@@ -36,11 +37,6 @@
 #include <unistd.h>
 
 #define GO_STACK_SIZE (1u << 20)
-
-/* runtime.exit on linux/amd64 (Go 1.x): MOVL code+0(FP), DI; MOVL
- * $SYS_exit_group, AX; SYSCALL; RET. */
-static const unsigned char go_exit_code[] = {0x8b, 0x7c, 0x24, 0x08, 0xb8, 0xe7, 0x00,
-                                             0x00, 0x00, 0x0f, 0x05, 0xc3};
 
 /* The stub's data: hidden, reached PC-relative from the assembly. */
 __attribute__((used, visibility("hidden"))) const uint64_t igprof_go_all_signals = ~(uint64_t) 0;
@@ -57,43 +53,6 @@ __attribute__((used, noreturn, visibility("hidden"))) void igprof_go_exit(int co
   __builtin_unreachable();
 }
 
-#define GO_STR_(x) #x
-#define GO_STR(x) GO_STR_(x)
-
-#if defined(__x86_64__)
-#define GO_EXIT_HOOKED 1
-void igprof_go_exit_abi0(void);
-__asm__(".pushsection .text\n"
-        ".globl igprof_go_exit_abi0\n"
-        ".hidden igprof_go_exit_abi0\n"
-        ".type igprof_go_exit_abi0, @function\n"
-        "igprof_go_exit_abi0:\n"
-        "  movl 8(%rsp), %r12d\n" /* the exit code: ABI0 passes it on the stack */
-        "  movl $" GO_STR(SYS_rt_sigprocmask) ", %eax\n"
-        "  xorl %edi, %edi\n" /* SIG_BLOCK */
-        "  leaq igprof_go_all_signals(%rip), %rsi\n"
-        "  xorl %edx, %edx\n"
-        "  movl $8, %r10d\n"
-        "  syscall\n"
-        "1:\n"
-        "  movl $1, %eax\n"
-        "  xchgl %eax, igprof_go_stack_busy(%rip)\n"
-        "  testl %eax, %eax\n"
-        "  jz 2f\n"
-        "  movl $" GO_STR(SYS_sched_yield) ", %eax\n"
-        "  syscall\n"
-        "  jmp 1b\n"
-        "2:\n"
-        "  movq igprof_go_stack_top(%rip), %rsp\n"
-        "  xorl %ebp, %ebp\n" /* the outermost frame of that stack */
-        "  movl %r12d, %edi\n"
-        "  call igprof_go_exit\n"
-        "  ud2\n"
-        ".size igprof_go_exit_abi0, .-igprof_go_exit_abi0\n"
-        ".popsection\n");
-#else
-#define GO_EXIT_HOOKED 0
-#endif
 
 /* ---------------------------------------------------------------- */
 /* Is this a Go program, and where is runtime.exit?                  */
@@ -144,7 +103,7 @@ static int first_module(struct dl_phdr_info *info, size_t size, void *arg)
 
 static int is_go_exit(uintptr_t address)
 {
-  return memcmp((const void *) address, go_exit_code, sizeof go_exit_code) == 0;
+  return memcmp((const void *) address, go_arch.exit_code, go_arch.exit_code_size) == 0;
 }
 
 /* runtime.exit by its symbol (runtime.exit.abi0 since Go 1.17). */
@@ -174,14 +133,14 @@ static uintptr_t exit_by_code(const struct go_exe *e, size_t *size)
     const unsigned char *p = (const unsigned char *) (e->bias + ph->p_vaddr);
     size_t left = ph->p_filesz;
     const unsigned char *hit;
-    while ((hit = memmem(p, left, go_exit_code, sizeof go_exit_code))) {
+    while ((hit = memmem(p, left, go_arch.exit_code, go_arch.exit_code_size))) {
       found = (uintptr_t) hit;
       ++matches;
       left -= (size_t) (hit + 1 - p);
       p = hit + 1;
     }
   }
-  *size = sizeof go_exit_code;
+  *size = go_arch.exit_code_size;
   return matches == 1 ? found : 0;
 }
 
@@ -190,7 +149,7 @@ static int go_start(void)
   struct go_exe e = {0};
   dl_iterate_phdr(first_module, &e);
   if (!e.is_go) return 0;
-  if (!GO_EXIT_HOOKED) {
+  if (!go_arch.exit_stub) {
     igprof_warn("go: a Go program: its end cannot be hooked on this architecture, so no dump will be written");
     return 0;
   }
@@ -211,12 +170,10 @@ static int go_start(void)
   }
   mprotect(stack, page, PROT_NONE);
   igprof_go_stack_top = (uintptr_t) (stack + page + GO_STACK_SIZE) & ~(uintptr_t) 15;
-#if GO_EXIT_HOOKED
   /* Not "required": the one line below says what the failure means. */
-  if (!igprof_hook_at("go", "runtime.exit", (void *) exit_fn, size, (void *) igprof_go_exit_abi0, 0))
+  if (!igprof_hook_at("go", "runtime.exit", (void *) exit_fn, size, (void *) go_arch.exit_stub, 0))
     igprof_warn("go: runtime.exit could not be hooked (-d says why): no dump will be written when the "
                 "program ends");
-#endif
   return 0;
 }
 
