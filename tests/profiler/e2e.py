@@ -20,17 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import igdump  # noqa: E402
 
 PAGE = os.sysconf('SC_PAGE_SIZE')
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print('FAIL:', what)
-
-
-def eq(actual, expected, what):
-    check(actual == expected, f'{what}: got {actual!r}, expected {expected!r}')
+from checks import check, eq, failures, status  # noqa: E402,F401
 
 
 def run(args, **kw):
@@ -788,11 +778,7 @@ def main():
         os.chdir(tmp)
         SCENARIOS[a.scenario](a)
         os.chdir('/')
-    if failures:
-        print(f'{len(failures)} check(s) failed')
-        return 1
-    print('all checks passed')
-    return 0
+    return status()
 
 
 if __name__ == '__main__':

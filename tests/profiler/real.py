@@ -17,13 +17,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import igdump  # noqa: E402
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print('FAIL:', what)
+from checks import check, eq, failures, status  # noqa: E402,F401
 
 
 def run(cmd, cwd, stdin=None):
@@ -126,11 +120,7 @@ def main():
     a = ap.parse_args()
     a.igprof = os.path.join(os.path.abspath(a.bin), 'igprof')
     CASES[a.name](a)
-    if failures:
-        print(f'{len(failures)} check(s) failed')
-        return 1
-    print('all checks passed')
-    return 0
+    return status()
 
 
 if __name__ == '__main__':

@@ -22,17 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import igdump  # noqa: E402
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print('FAIL:', what)
-
-
-def eq(actual, expected, what):
-    check(actual == expected, f'{what}: got {actual!r}, expected {expected!r}')
+from checks import check, eq, failures, status  # noqa: E402,F401
 
 
 def no_core():
@@ -366,11 +356,7 @@ def main():
         os.chdir(tmp)
         SCENARIOS[a.scenario](a)
         os.chdir('/')
-    if failures:
-        print(f'{len(failures)} check(s) failed')
-        return 1
-    print('all checks passed')
-    return 0
+    return status()
 
 
 if __name__ == '__main__':
