@@ -15,20 +15,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 usage() { echo "usage: cross-build.sh ARCH PREFIX   (ARCH: arm64, i386)" >&2; exit 2; }
 [ $# -eq 2 ] || usage
 ARCH=$1 PREFIX=$2
-case "$ARCH" in
-  arm64|i386) ;;
-  armhf) echo "cross-build.sh: $ARCH is not ported yet (issue 15)" >&2; exit 2 ;;
-  *) echo "cross-build.sh: unknown architecture '$ARCH'" >&2; usage ;;
-esac
-export IGPROF_CROSS_DIR=${IGPROF_CROSS_DIR:-$ROOT/.cross}
-BUILD=${IGPROF_CROSS_BUILD_DIR:-$ROOT/build-$ARCH}
-JOBS=${JOBS:-$(nproc)}
-
-"$ROOT/scripts/cross-setup.sh" "$ARCH"
-WERROR=OFF
-if [ -n "${CI:-}" ]; then WERROR=ON; fi
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/toolchain-$ARCH.cmake" \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIGPROF_WERROR="$WERROR" >/dev/null
-cmake --build "$BUILD" -j "$JOBS"
+ME=cross-build.sh
+. "$ROOT/scripts/cross-common.sh"
 cmake --install "$BUILD" --prefix "$PREFIX" >/dev/null
 echo "cross-build.sh: $ARCH build installed in $PREFIX"

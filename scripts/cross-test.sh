@@ -13,20 +13,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -eq 1 ] || { echo "usage: cross-test.sh ARCH   (ARCH: arm64, i386)" >&2; exit 2; }
 ARCH=$1
-case "$ARCH" in
-  arm64|i386) ;;
-  armhf) echo "cross-test.sh: $ARCH is not ported yet (issue 15)" >&2; exit 2 ;;
-  *) echo "cross-test.sh: unknown architecture '$ARCH'" >&2; exit 2 ;;
-esac
-export IGPROF_CROSS_DIR=${IGPROF_CROSS_DIR:-$ROOT/.cross}
-BUILD=${IGPROF_CROSS_BUILD_DIR:-$ROOT/build-$ARCH}
-JOBS=${JOBS:-$(nproc)}
-
-"$ROOT/scripts/cross-setup.sh" "$ARCH"
-WERROR=OFF
-if [ -n "${CI:-}" ]; then WERROR=ON; fi
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/toolchain-$ARCH.cmake" \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIGPROF_WERROR="$WERROR" >/dev/null
-cmake --build "$BUILD" -j "$JOBS"
+ME=cross-test.sh
+. "$ROOT/scripts/cross-common.sh"
 cd "$BUILD"
 ctest --output-on-failure -j "$JOBS" -LE slow --timeout 900
