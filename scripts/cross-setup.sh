@@ -2,6 +2,8 @@
 # cross-setup.sh ARCH: the cross compiler, the target's libraries (a private
 # sysroot) and qemu-user 10 for ARCH, in $IGPROF_CROSS_DIR (default .cross at
 # the top of the tree). Idempotent: about a second once set up.
+# --binfmt (root) also registers the cache's qemu with the kernel's
+# binfmt_misc, so a foreign program that exec()s another runs it.
 #
 # The recipe is the team's cross-setup.sh next to this checkout
 # (../shared/scripts/cross-setup.sh), or the one $IGPROF_CROSS_SETUP names;
@@ -10,17 +12,25 @@
 # foreign architecture added to dpkg).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -eq 1 ] || { echo "usage: cross-setup.sh ARCH" >&2; exit 2; }
+BINFMT=()
+if [ "${1:-}" = --binfmt ]; then BINFMT=(--binfmt on --no-check); shift; fi
+[ $# -eq 1 ] || { echo "usage: cross-setup.sh [--binfmt] ARCH" >&2; exit 2; }
 SETUP=${IGPROF_CROSS_SETUP:-$ROOT/../shared/scripts/cross-setup.sh}
 if [ ! -f "$SETUP" ]; then
   echo "cross-setup.sh: no cross-setup recipe at $SETUP (set IGPROF_CROSS_SETUP)" >&2
   exit 2
 fi
 CACHE=${IGPROF_CROSS_DIR:-$ROOT/.cross}
-# zydis for i386: its x86 hook backend decodes with Zydis as on x86_64
+# zydis for i386: its x86 hook backend decodes with Zydis as on x86_64.
+# arm64: the real programs its tests profile (sqlite3, python3.11) and
+# their libraries.
 EXTRA=()
-if [ "$1" = i386 ]; then EXTRA=(--extra-pkgs "libzydis-dev libzycore-dev libzydis4.0 libzycore1.4"); fi
-bash "$SETUP" "$CACHE" -a "$1" -q "${EXTRA[@]}"
+case "$1" in
+  i386) EXTRA=(--extra-pkgs "libzydis-dev libzycore-dev libzydis4.0 libzycore1.4") ;;
+  arm64) EXTRA=(--extra-pkgs "sqlite3 libsqlite3-0 libreadline8 libtinfo6 python3.11-minimal
+                             libpython3.11-minimal libexpat1 libssl3") ;;
+esac
+bash "$SETUP" "$CACHE" -a "$1" -q "${EXTRA[@]}" "${BINFMT[@]}"
 
 # The C++ cross compiler and libstdc++ (test programs that call operator new
 # and hookcheck's libstdc++ coverage): Debian packages, installed if missing.
@@ -36,4 +46,23 @@ if ! dpkg-query -W -f='${Status}' "$CXXPKG" 2>/dev/null | grep -q 'install ok in
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get install -y -qq --no-install-recommends "$CXXPKG" >/dev/null ||
     { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends "$CXXPKG" >/dev/null; }
+fi
+
+# The guest's root for programs run through binfmt_misc (a launcher exec()s
+# the program it profiles, which qemu-user cannot follow by itself): qemu
+# looks up the guest's absolute paths under QEMU_LD_PREFIX first. It is the
+# sysroot's /usr beside one /lib that holds the cross C library and the
+# sysroot's own /lib, as links.
+if [ "$1" = arm64 ]; then
+  GUEST=$CACHE/$1/guest
+  SYSROOT=$CACHE/$1/sysroot
+  MA=aarch64-linux-gnu
+  rm -rf "$GUEST.new"
+  mkdir -p "$GUEST.new/lib/$MA"
+  ln -s ../sysroot/usr "$GUEST.new/usr"
+  ln -s "/usr/$MA/lib/ld-linux-aarch64.so.1" "$GUEST.new/lib/ld-linux-aarch64.so.1"
+  for f in "/usr/$MA/lib/"*.so* "$SYSROOT/lib/$MA/"*; do
+    ln -sf "$f" "$GUEST.new/lib/$MA/$(basename "$f")"
+  done
+  rm -rf "$GUEST" && mv "$GUEST.new" "$GUEST"
 fi

@@ -15,5 +15,13 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ARCH=$1
 ME=cross-test.sh
 . "$ROOT/scripts/cross-common.sh"
+# The launchers exec() the programs they profile, which qemu-user cannot
+# follow by itself: the kernel's binfmt_misc runs foreign executables with
+# the cache's qemu (root; kernel-wide until reboot), and QEMU_LD_PREFIX
+# points qemu at the guest's root (cross-setup.sh).
+if [ "$ARCH" = arm64 ]; then
+  "$ROOT/scripts/cross-setup.sh" --binfmt "$ARCH"
+  export QEMU_LD_PREFIX="$IGPROF_CROSS_DIR/$ARCH/guest"
+fi
 cd "$BUILD"
 ctest --output-on-failure -j "$JOBS" -LE slow --timeout 900

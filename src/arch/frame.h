@@ -127,6 +127,11 @@ void frame_regs_from_ucontext(struct frame_regs *r, const ucontext_t *uc);
 /* Fill a zeroed ucontext with `r` so a DWARF unwinder can start from it. */
 void frame_regs_to_ucontext(ucontext_t *uc, const struct frame_regs *r);
 
+/* A ucontext_t as libunwind's unw_context_t: the same type on x86, on
+ * AArch64 a shorter struct with ucontext_t's layout (its FP/SIMD save area
+ * cut down), so a whole ucontext_t can stand for it. */
+#define UNW_CONTEXT(uc) ((unw_context_t *)(void *)(uc))
+
 /* Read the frame's registers from a libunwind cursor (unw_cursor_t *),
  * after unw_step. Returns 0 when libunwind cannot tell. */
 int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor);
@@ -159,6 +164,24 @@ int frame_is_sigreturn(uintptr_t pc);
 #define FRAME_RECORD_FP 0         /* word of the caller's frame pointer */
 #define FRAME_RECORD_RA 1         /* word of the return address */
 #define FRAME_RECORD_CALLER_SP 16 /* bytes from the record to the caller's SP */
+#elif defined(__aarch64__)
+#define FRAME_REGS_HERE(r)                                                                     \
+  __asm__ volatile("adr %0, .\n\tmov %1, sp\n\tmov %2, x29"                                  \
+                   : "=r"((r)->pc), "=r"((r)->sp), "=r"((r)->fp))
+/* A call leaves the return address in x30; a function that calls others
+ * saves it with the caller's x29 as a frame record (stp x29, x30), and when
+ * that record is at the top of the frame, as GCC lays out most frames, the
+ * return address is at CFA - 8. Only recipes with that offset are cached. */
+#define FRAME_CALL_RA_OFFSET (-8)
+/* The frame record at x29: [caller's x29, return address]. Where the
+ * caller's stack pointer is the record does not say (the record sits at the
+ * bottom or the top of the frame); the walker takes the lowest value it can
+ * have, just above the record, which only code without unwind information
+ * (stepped by the chain alone) ever uses. */
+#define FRAME_RECORD_AT_FP 1
+#define FRAME_RECORD_FP 0
+#define FRAME_RECORD_RA 1
+#define FRAME_RECORD_CALLER_SP 16
 #else
 #error "frame.h: no frame stepping for this architecture yet"
 #endif

@@ -8,6 +8,7 @@
  * hash together; growing doubles one shard under its own lock while the
  * other 255 carry on, so there is never a stop-the-world rehash.
  */
+#include "../arch/cpu.h"
 #include "internal.h"
 
 #include <sched.h>
@@ -57,7 +58,7 @@ static void lock_always(struct live_shard *s)
   int spins = 0;
   while (atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire)) {
     if (++spins > 64) { sched_yield(); spins = 0; }
-    else __builtin_ia32_pause();
+    else cpu_relax();
   }
 }
 

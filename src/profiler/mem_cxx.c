@@ -98,7 +98,7 @@ static __thread int unwind_owner __attribute__((tls_model("initial-exec")));
  * a replacement's frame when an exception passes it (twice: to search, then
  * to clean up). Nothing here catches; the cleanup gives the guard back. */
 __attribute__((used)) static _Unwind_Reason_Code op_unwinding(int version, _Unwind_Action actions,
-                                                             _Unwind_Exception_Class exception_class,
+                                                             uint64_t exception_class, /* _Unwind_Exception_Class */
                                                              struct _Unwind_Exception *exception,
                                                              struct _Unwind_Context *context)
 {

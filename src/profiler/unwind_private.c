@@ -201,6 +201,8 @@ static const struct quiet_import {
 
 #if defined(__x86_64__)
 #define IMPORT_SLOT_RELOC(type) ((type) == R_X86_64_JUMP_SLOT || (type) == R_X86_64_GLOB_DAT)
+#elif defined(__aarch64__)
+#define IMPORT_SLOT_RELOC(type) ((type) == R_AARCH64_JUMP_SLOT || (type) == R_AARCH64_GLOB_DAT)
 #else
 #error "unwind_private.c: no import relocation types for this architecture yet"
 #endif

@@ -686,14 +686,14 @@ static enum step unwinder_step(struct walk *w, struct frame_recipe rc, int known
   int ready = 0;
   if (w->uc && w->frame == 0) {
     uc = *w->uc;
-    ready = unw_init_local2(&cursor, &uc, UNW_INIT_SIGNAL_FRAME) == 0;
+    ready = unw_init_local2(&cursor, UNW_CONTEXT(&uc), UNW_INIT_SIGNAL_FRAME) == 0;
   } else if (!(rc.flags & FRAME_SIGNAL)) {
     int started;
     if (w->uc) {
       uc = *w->uc;
-      started = unw_init_local2(&cursor, &uc, UNW_INIT_SIGNAL_FRAME) == 0;
+      started = unw_init_local2(&cursor, UNW_CONTEXT(&uc), UNW_INIT_SIGNAL_FRAME) == 0;
     } else {
-      started = unw_getcontext(&uc) == 0 && unw_init_local(&cursor, &uc) == 0;
+      started = unw_getcontext(UNW_CONTEXT(&uc)) == 0 && unw_init_local(&cursor, UNW_CONTEXT(&uc)) == 0;
     }
     thread_stats.unwinder_replays++;
     ready = started && seek_frame(&cursor, &w->regs, w->frame + HOOK_SKIP_LIMIT);
@@ -701,7 +701,7 @@ static enum step unwinder_step(struct walk *w, struct frame_recipe rc, int known
   if (!ready) {
     memset(&uc, 0, sizeof uc);
     frame_regs_to_ucontext(&uc, &w->regs);
-    if (unw_init_local2(&cursor, &uc, w->exact ? UNW_INIT_SIGNAL_FRAME : 0) < 0)
+    if (unw_init_local2(&cursor, UNW_CONTEXT(&uc), w->exact ? UNW_INIT_SIGNAL_FRAME : 0) < 0)
       return STEP_CUT;
   }
   /* The frame a signal trampoline returns to was interrupted, not called:
@@ -1054,7 +1054,7 @@ static int unwinder_walk(struct walk *w, const struct module_snapshot *s, uintpt
     memset(&uc, 0, sizeof uc);
     frame_regs_to_ucontext(&uc, &w->regs);
   }
-  if (unw_init_local2(&cursor, &uc, w->exact ? UNW_INIT_SIGNAL_FRAME : 0) < 0)
+  if (unw_init_local2(&cursor, UNW_CONTEXT(&uc), w->exact ? UNW_INIT_SIGNAL_FRAME : 0) < 0)
     return 0;
   int n = 0, skipping = skip_until != 0, skipped = 0, exact = w->exact;
   for (;;) {

@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
+#include "../arch/frame.h"
 #include "walk_fast.h"
 
 #define WORDS 4096
@@ -51,11 +52,13 @@ __attribute__((noinline)) static int one_trial(int wild_sp, long *frames, long *
   ucontext_t uc;
   memset(&uc, 0, sizeof uc);
   uintptr_t pc = code_targets[next_random() % (uint64_t)ncode] + next_random() % 64;
-  uc.uc_mcontext.gregs[REG_RIP] = (greg_t)pc;
-  uc.uc_mcontext.gregs[REG_RSP] =
-      wild_sp ? (greg_t)(0x100000000000ull + (next_random() % 0x1000) * 4096)
-              : (greg_t)&buf[next_random() % (WORDS / 2)];
-  uc.uc_mcontext.gregs[REG_RBP] = (greg_t)random_word(buf);
+  struct frame_regs regs = {
+      .pc = pc,
+      .sp = wild_sp ? (uintptr_t)(0x100000000000ull + (next_random() % 0x1000) * 4096)
+                    : (uintptr_t)&buf[next_random() % (WORDS / 2)],
+      .fp = random_word(buf),
+  };
+  frame_regs_to_ucontext(&uc, &regs);
   uintptr_t pcs[MAX];
   int truncated = -1;
   int n = igprof_walk_fast_from_signal(pcs, MAX, &uc, &truncated);

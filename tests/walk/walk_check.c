@@ -170,7 +170,7 @@ void check_signal(const ucontext_t *uc) {
   unw_cursor_t c;
   sigset_t old;
   reference_begin(&old);
-  if (unw_init_local2(&c, &copy, UNW_INIT_SIGNAL_FRAME) < 0) {
+  if (unw_init_local2(&c, UNW_CONTEXT(&copy), UNW_INIT_SIGNAL_FRAME) < 0) {
     reference_end(&old);
     return;
   }

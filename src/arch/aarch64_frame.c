@@ -1,0 +1,74 @@
+/* AArch64 parts of frame stepping: DWARF numbering, ucontext conversions and
+ * the kernel-side memory probe. The step itself is generic (frame.h). */
+#define _GNU_SOURCE
+#include "frame.h"
+
+#include <errno.h>
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+const struct frame_arch frame_arch = {
+    .name = "aarch64",
+    .dwarf_sp = 31, /* sp */
+    .dwarf_fp = 29, /* x29 */
+    .dwarf_ra = 30, /* x30, the link register */
+    .min_insn = 4,
+    .red_zone = 0, /* AAPCS64 has none: a signal may write just below SP */
+    /* stp x29, x30, [sp, #-16]!; mov x29, sp: the record at FP, the
+     * caller's stack pointer at least 16 bytes above it (frame.h). */
+    .fp_chain = {.cfa_offset = 16, .fp_offset = -16, .ra_offset = -8, .kind = FRAME_CFA_FP,
+                 .flags = FRAME_FP_SAVED},
+};
+
+void frame_regs_from_ucontext(struct frame_regs *r, const ucontext_t *uc) {
+  r->pc = (uintptr_t)uc->uc_mcontext.pc;
+  r->sp = (uintptr_t)uc->uc_mcontext.sp;
+  r->fp = (uintptr_t)uc->uc_mcontext.regs[29];
+}
+
+void frame_regs_to_ucontext(ucontext_t *uc, const struct frame_regs *r) {
+  uc->uc_mcontext.pc = r->pc;
+  uc->uc_mcontext.sp = r->sp;
+  uc->uc_mcontext.regs[29] = r->fp;
+}
+
+int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor) {
+  unw_cursor_t *c = unw_cursor;
+  unw_word_t pc, sp, fp;
+  if (unw_get_reg(c, UNW_REG_IP, &pc) < 0 || unw_get_reg(c, UNW_REG_SP, &sp) < 0 ||
+      unw_get_reg(c, UNW_AARCH64_X29, &fp) < 0)
+    return 0;
+  r->pc = pc;
+  r->sp = sp;
+  r->fp = fp;
+  return 1;
+}
+
+int frame_memory_mapped(uintptr_t addr, uintptr_t len) {
+  /* As on x86_64: mincore fails with ENOMEM for an unmapped page; errno is
+   * put back for the interrupted code. The page size is the kernel's
+   * smallest (4 KiB) so no page of a 16 or 64 KiB kernel is skipped. */
+  long page = 4096;
+  if (len == 0 || addr + len < addr)
+    return 0;
+  uintptr_t first = addr & ~(uintptr_t)(page - 1);
+  uintptr_t last = (addr + len - 1) & ~(uintptr_t)(page - 1);
+  unsigned char vec[1];
+  int saved = errno, ok = 1;
+  for (uintptr_t p = first; ok && p <= last; p += (uintptr_t)page)
+    ok = syscall(SYS_mincore, (void *)p, (size_t)page, vec) == 0;
+  errno = saved;
+  return ok;
+}
+
+int frame_is_sigreturn(uintptr_t pc) {
+  /* The kernel's (vDSO) and glibc's __default_rt_sa_restorer:
+   * mov x8, #139 (rt_sigreturn); svc #0 */
+  static const uint32_t seq[2] = {0xd2801168u, 0xd4000001u};
+  const uint32_t *code = (const uint32_t *)pc;
+  if ((pc & 3) || !frame_memory_mapped(pc, sizeof seq))
+    return 0;
+  return code[0] == seq[0] && code[1] == seq[1];
+}
