@@ -738,10 +738,16 @@ def scenario_go(a):
     stripped = os.path.join(progs, 'gocgo-stripped')
     if os.path.exists(stripped):
         code = open(stripped, 'rb').read()
-        known = bytes.fromhex('8b7c2408b8e70000000f05c3')
+        machine = int.from_bytes(code[18:20], 'little')  # ELF e_machine
+        known, other = {
+            # mov $231,%eax -> xor %eax,%eax; mov $231,%al; nop
+            62: ('8b7c2408b8e70000000f05c3', '8b7c240831c0b0e7900f05c3'),
+            # mov x8, #94 -> mov w8, #94
+            183: ('e00b80b9c80b80d2010000d4c0035fd6', 'e00b80b9c80b8052010000d4c0035fd6'),
+        }[machine]
+        known, other = bytes.fromhex(known), bytes.fromhex(other)
         eq(code.count(known), 1, 'runtime.exit found in the stripped program')
-        # mov $231,%eax -> xor %eax,%eax; mov $231,%al; nop
-        open('gocgo-other', 'wb').write(code.replace(known, bytes.fromhex('8b7c240831c0b0e7900f05c3')))
+        open('gocgo-other', 'wb').write(code.replace(known, other))
         os.chmod('gocgo-other', 0o755)
         r = run([a.igprof, '-mp', './gocgo-other', 'exit'])
         eq((r.returncode, r.stdout), (3, 'allocated\n'), 'unknown runtime.exit: the program runs as it would')
