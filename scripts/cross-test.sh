@@ -2,12 +2,14 @@
 # cross-test.sh ARCH: set up the cross tools (cross-setup.sh), build igprof
 # for ARCH and run its ctest suite under qemu-user.
 #
-# ARCH: arm64 or i386 (armhf follows with its port). What such a build has
-# today: the hook engine, its tests (hooks on the target's libc, libm,
-# libstdc++ and libz, called through under qemu-aarch64 or qemu-i386) and
-# igprof-hookcheck's coverage of those libraries. CROSS_RUN_MODE=native
-# runs the i386 programs directly instead, on a kernel with IA-32 emulation
-# (one built without it answers "Exec format error").
+# ARCH: arm64 or i386 (armhf follows with its port). arm64: the whole
+# runtime's suite (hooks, walker, igprof/igtrace end to end, sampler, real
+# programs from the arm64 sysroot) under qemu-aarch64, through binfmt_misc
+# (registered here: root) with the host's igprof-analyse (the native build's,
+# $IGPROF_HOST_BUILD, default build, built first when missing). i386: the
+# hook engine's tests and igprof-hookcheck's coverage under qemu-i386;
+# CROSS_RUN_MODE=native runs the i386 programs directly instead, on a kernel
+# with IA-32 emulation (one built without it answers "Exec format error").
 # Env: IGPROF_CROSS_BUILD_DIR (default build-ARCH), JOBS (default nproc).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
