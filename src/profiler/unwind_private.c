@@ -203,8 +203,21 @@ static const struct quiet_import {
 #define IMPORT_SLOT_RELOC(type) ((type) == R_X86_64_JUMP_SLOT || (type) == R_X86_64_GLOB_DAT)
 #elif defined(__aarch64__)
 #define IMPORT_SLOT_RELOC(type) ((type) == R_AARCH64_JUMP_SLOT || (type) == R_AARCH64_GLOB_DAT)
+#elif defined(__i386__)
+#define IMPORT_SLOT_RELOC(type) ((type) == R_386_JMP_SLOT || (type) == R_386_GLOB_DAT)
+#elif defined(__arm__)
+#define IMPORT_SLOT_RELOC(type) ((type) == R_ARM_JUMP_SLOT || (type) == R_ARM_GLOB_DAT)
 #else
 #error "unwind_private.c: no import relocation types for this architecture yet"
+#endif
+
+/* r_info's halves in the word size of this build. */
+#if UINTPTR_MAX > 0xffffffffu
+#define REL_SYM(info) ELF64_R_SYM(info)
+#define REL_TYPE(info) ELF64_R_TYPE(info)
+#else
+#define REL_SYM(info) ELF32_R_SYM(info)
+#define REL_TYPE(info) ELF32_R_TYPE(info)
 #endif
 
 /* The loaded object's dynamic tables. Their addresses are relocated in
@@ -214,8 +227,10 @@ struct import_tables {
   uintptr_t base;
   const ElfW(Sym) *symtab;
   const char *strtab;
-  const ElfW(Rela) *rela[2];
-  size_t rela_bytes[2];
+  /* The relocation tables: DT_RELA, DT_REL, DT_JMPREL (whose entries are
+   * either, by DT_PLTREL). Both entry forms start with r_offset, r_info. */
+  const unsigned char *rel[3];
+  size_t rel_bytes[3], rel_entry[3];
   uintptr_t relro_start, relro_end;
 };
 
@@ -245,20 +260,25 @@ static int import_tables_of(void *handle, struct import_tables *t)
   memset(t, 0, sizeof *t);
   if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm || !lm->l_ld) return 0;
   t->base = lm->l_addr;
-  int pltrel_is_rela = 1;
+  t->rel_entry[0] = sizeof(ElfW(Rela));
+  t->rel_entry[1] = sizeof(ElfW(Rel));
+  t->rel_entry[2] = sizeof(ElfW(Rela));
   for (const ElfW(Dyn) *d = lm->l_ld; d->d_tag != DT_NULL; d++) {
+    const unsigned char *at = (const unsigned char *) dyn_address(t->base, d->d_un.d_ptr);
     switch (d->d_tag) {
-    case DT_SYMTAB: t->symtab = (const ElfW(Sym) *) dyn_address(t->base, d->d_un.d_ptr); break;
-    case DT_STRTAB: t->strtab = (const char *) dyn_address(t->base, d->d_un.d_ptr); break;
-    case DT_RELA: t->rela[0] = (const ElfW(Rela) *) dyn_address(t->base, d->d_un.d_ptr); break;
-    case DT_RELASZ: t->rela_bytes[0] = d->d_un.d_val; break;
-    case DT_JMPREL: t->rela[1] = (const ElfW(Rela) *) dyn_address(t->base, d->d_un.d_ptr); break;
-    case DT_PLTRELSZ: t->rela_bytes[1] = d->d_un.d_val; break;
-    case DT_PLTREL: pltrel_is_rela = d->d_un.d_val == DT_RELA; break;
+    case DT_SYMTAB: t->symtab = (const ElfW(Sym) *) at; break;
+    case DT_STRTAB: t->strtab = (const char *) at; break;
+    case DT_RELA: t->rel[0] = at; break;
+    case DT_RELASZ: t->rel_bytes[0] = d->d_un.d_val; break;
+    case DT_REL: t->rel[1] = at; break;
+    case DT_RELSZ: t->rel_bytes[1] = d->d_un.d_val; break;
+    case DT_JMPREL: t->rel[2] = at; break;
+    case DT_PLTRELSZ: t->rel_bytes[2] = d->d_un.d_val; break;
+    case DT_PLTREL: t->rel_entry[2] = d->d_un.d_val == DT_REL ? sizeof(ElfW(Rel)) : sizeof(ElfW(Rela)); break;
     default: break;
     }
   }
-  if (!pltrel_is_rela || !t->symtab || !t->strtab) return 0;
+  if (!t->symtab || !t->strtab) return 0;
   dl_iterate_phdr(find_relro, t);
   return 1;
 }
@@ -286,17 +306,17 @@ static const char *quiet_bind(void *handle)
   struct import_tables t;
   if (!import_tables_of(handle, &t)) return "libunwind.so.8 not used: its dynamic section could not be read";
   int found[QUIET_IMPORTS] = {0}, bound[QUIET_IMPORTS] = {0};
-  for (int k = 0; k < 2; k++) {
-    size_t count = t.rela_bytes[k] / sizeof(ElfW(Rela));
-    for (size_t i = 0; t.rela[k] && i < count; i++) {
-      const ElfW(Rela) *r = &t.rela[k][i];
-      size_t sym = ELF64_R_SYM(r->r_info);
+  for (int k = 0; k < 3; k++) {
+    size_t count = t.rel_bytes[k] / t.rel_entry[k];
+    for (size_t i = 0; t.rel[k] && i < count; i++) {
+      const ElfW(Rel) *r = (const ElfW(Rel) *) (t.rel[k] + i * t.rel_entry[k]);
+      size_t sym = REL_SYM(r->r_info);
       if (sym == 0) continue;
       const char *name = t.strtab + t.symtab[sym].st_name;
       for (size_t q = 0; q < QUIET_IMPORTS; q++) {
         if (strcmp(name, quiet_imports[q].name) != 0) continue;
         found[q] = 1;
-        if (IMPORT_SLOT_RELOC(ELF64_R_TYPE(r->r_info)) &&
+        if (IMPORT_SLOT_RELOC(REL_TYPE(r->r_info)) &&
             write_slot(&t, (void **) (t.base + r->r_offset), quiet_imports[q].replacement))
           bound[q] = 1;
         else if (quiet_imports[q].opens)
