@@ -40,8 +40,8 @@ extern const int perf_cookie;
 /* ---- perf_timer.c ---------------------------------------------------- */
 
 /* Pick a real-time signal the program does not use (not claimed, default
- * action, not pending), from SIGRTMAX down to SIGRTMIN + 3, other than
- * `avoid`. Returns the signal or -1. */
+ * action, not pending) and a timer can send, from SIGRTMAX down to
+ * SIGRTMIN + 3, other than `avoid`. Returns the signal or -1. */
 int perf_choose_signal(int avoid);
 /* At start-up: claim what the program blocked already, then choose. */
 int perf_timer_start_signal(void);

@@ -113,13 +113,55 @@ static int signal_is_free(int sig, int avoid, const sigset_t *pending)
   return !(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_DFL;
 }
 
+/* A disarmed timer on `clock` that sends `sig` to thread `tid` with the
+ * sampler's cookie; its id, or -1 with errno. */
+static int new_timer(clockid_t clock, pid_t tid, int sig)
+{
+  struct sigevent sev;
+  memset(&sev, 0, sizeof sev);
+  sev.sigev_notify = SIGEV_THREAD_ID;
+  sev.sigev_signo = sig;
+  sev.sigev_value.sival_ptr = (void *) &perf_cookie;
+  sev._sigev_un._tid = tid; /* sigev_notify_thread_id */
+  int id = -1;
+  if (syscall(SYS_timer_create, clock, &sev, &id) != 0) return -1;
+  return id;
+}
+
+/* Signals a timer cannot send (timer_create said EINVAL): bit sig - 1. */
+static _Atomic uint64_t undeliverable;
+
+/* Can a timer send `sig`? A kernel takes every real-time signal, but an
+ * emulator may not: qemu-user maps each guest signal onto a host signal
+ * of its own, has too few for SIGRTMIN..SIGRTMAX (qemu 10 on x86_64: none
+ * for the top four), and accepts sigaction() for the unmapped ones without
+ * ever delivering them; only timer_create refuses them (EINVAL). So a
+ * candidate is tried with a timer made and deleted at once: a signal that
+ * would never arrive is skipped and remembered. Any other failure (a limit
+ * on timers) says nothing about the signal, which is kept. */
+static int timer_can_send(int sig)
+{
+  if (atomic_load(&undeliverable) & (1ULL << (sig - 1))) return 0;
+  int saved_errno = errno;
+  int id = new_timer(CLOCK_MONOTONIC, (pid_t) syscall(SYS_gettid), sig);
+  if (id >= 0) {
+    syscall(SYS_timer_delete, id);
+  } else if (errno == EINVAL) {
+    atomic_fetch_or(&undeliverable, 1ULL << (sig - 1));
+    errno = saved_errno;
+    return 0;
+  }
+  errno = saved_errno;
+  return 1;
+}
+
 int perf_choose_signal(int avoid)
 {
   sigset_t pending;
   sigemptyset(&pending);
   sigpending(&pending);
   for (int sig = SIGRTMAX; sig >= SIGRTMIN + 3; --sig)
-    if (signal_is_free(sig, avoid, &pending)) return sig;
+    if (signal_is_free(sig, avoid, &pending) && timer_can_send(sig)) return sig;
   return -1;
 }
 
@@ -176,15 +218,7 @@ static clockid_t clock_of(pid_t tid)
 /* A timer of slot s's thread that sends `sig`; -1 with errno on failure. */
 static int create_timer(const struct perf_slot *s, int sig)
 {
-  struct sigevent sev;
-  memset(&sev, 0, sizeof sev);
-  sev.sigev_notify = SIGEV_THREAD_ID;
-  sev.sigev_signo = sig;
-  sev.sigev_value.sival_ptr = (void *) &perf_cookie;
-  sev._sigev_un._tid = s->tid; /* sigev_notify_thread_id */
-  int id = -1;
-  if (syscall(SYS_timer_create, s->clock, &sev, &id) != 0) return -1;
-  return id;
+  return new_timer(s->clock, s->tid, sig);
 }
 
 int perf_timer_thread_start(void)
