@@ -5,7 +5,7 @@
 # IGPROF_CROSS_DIR (the cache, default .cross), CI (warnings are errors).
 case "$ARCH" in
   arm64|i386) ;;
-  armhf) echo "$ME: $ARCH is not ported yet (issue 15)" >&2; exit 2 ;;
+  armhf) ;; # the hook engine and its tests (issue 15)
   *) echo "$ME: unknown architecture '$ARCH' (arm64, i386)" >&2; exit 2 ;;
 esac
 export IGPROF_CROSS_DIR=${IGPROF_CROSS_DIR:-$ROOT/.cross}

@@ -24,7 +24,9 @@ int hook_unwind_extent(uintptr_t addr, uintptr_t *start, size_t *size);
 
 /* Calls fn for every function the unwind table of anchor's module describes
  * that overlaps [lo, hi), in address order, until fn returns non-zero (that
- * value is returned). Returns -1 if the module has no usable table. */
+ * value is returned). A module without a search table (ARM EABI: .ARM.exidx)
+ * gives its dynamic function symbols instead, in table order. Returns -1 if
+ * the module has neither. */
 int hook_unwind_each(uintptr_t anchor, uintptr_t lo, uintptr_t hi,
                      int (*fn)(uintptr_t start, size_t size, void *arg), void *arg);
 

@@ -199,7 +199,8 @@ static void retire_inherited_chunks(void)
 /* Where a test wants a chunk that is out of near reach of `target`. */
 static uintptr_t far_hint(uintptr_t target)
 {
-  uintptr_t away = (uintptr_t)64 << 30;
+  /* 64 GiB, or 256 MiB in a 32-bit space (ARM32's b.w reaches 16 MiB) */
+  uintptr_t away = sizeof(uintptr_t) > 4 ? (uintptr_t)((uint64_t)64 << 30) : (uintptr_t)256 << 20;
   return (target > away + LOWEST_ADDRESS ? target - away : target + away) & ~(uintptr_t)0xffff;
 }
 

@@ -83,21 +83,30 @@ struct table_query {
   int found;
 };
 
+/* Does the module of info map addr? Its program header of type `type` (or
+ * NULL) into *found. */
+static int module_maps(const struct dl_phdr_info *info, uintptr_t addr, ElfW(Word) type,
+                       const ElfW(Phdr) **found)
+{
+  int contains = 0;
+  *found = NULL;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type == PT_LOAD && addr >= start && addr < start + ph->p_memsz)
+      contains = 1;
+    if (ph->p_type == type)
+      *found = ph;
+  }
+  return contains;
+}
+
 static int find_module_table(struct dl_phdr_info *info, size_t size, void *arg)
 {
   (void)size;
   struct table_query *q = arg;
-  const ElfW(Phdr) *eh = NULL;
-  int contains = 0;
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    uintptr_t start = info->dlpi_addr + ph->p_vaddr;
-    if (ph->p_type == PT_LOAD && q->addr >= start && q->addr < start + ph->p_memsz)
-      contains = 1;
-    if (ph->p_type == PT_GNU_EH_FRAME)
-      eh = ph;
-  }
-  if (!contains)
+  const ElfW(Phdr) *eh;
+  if (!module_maps(info, q->addr, PT_GNU_EH_FRAME, &eh))
     return 0;
   if (eh) {
     const uint8_t *hdr = (const uint8_t *)(info->dlpi_addr + eh->p_vaddr);
@@ -132,12 +141,102 @@ int hook_unwind_extent(uintptr_t addr, uintptr_t *start, size_t *size)
   return 0;
 }
 
+/* ---- modules without a search table: their dynamic symbols ---------------
+ *
+ * ARM EABI modules describe their unwinding in .ARM.exidx, which has no
+ * entries for hand-written functions (glibc's stpcpy, which jumps to
+ * strcpy + 2): there the neighbours are the module's exported functions,
+ * read from the .dynsym the loader mapped. A Thumb function's symbol value
+ * carries the Thumb bit, as the decoder wants its pc. */
+
+struct dynsym_query {
+  uintptr_t addr;
+  const ElfW(Sym) *sym;
+  size_t count;
+  uintptr_t bias;
+  int found;
+};
+
+/* A d_ptr as a run-time address: the loader relocates .dynamic in place on
+ * most targets, not on all. */
+static uintptr_t dyn_address(const struct dl_phdr_info *info, uintptr_t v)
+{
+  return v < info->dlpi_addr ? v + info->dlpi_addr : v;
+}
+
+/* The number of .dynsym entries: DT_HASH's nchain, or past the last chain
+ * of DT_GNU_HASH. */
+static size_t dynsym_count(const uint32_t *hash, const uint32_t *gnu)
+{
+  if (hash)
+    return hash[1];
+  if (!gnu)
+    return 0;
+  uint32_t nbuckets = gnu[0], symoffset = gnu[1], bloom = gnu[2];
+  const uint32_t *buckets = gnu + 4 + bloom * (sizeof(ElfW(Addr)) / 4);
+  const uint32_t *chain = buckets + nbuckets;
+  uint32_t last = 0;
+  for (uint32_t i = 0; i < nbuckets; i++)
+    if (buckets[i] > last)
+      last = buckets[i];
+  if (last < symoffset)
+    return symoffset;
+  while (!(chain[last - symoffset] & 1))
+    last++;
+  return (size_t)last + 1;
+}
+
+static int find_module_dynsym(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  (void)size;
+  struct dynsym_query *q = arg;
+  const ElfW(Phdr) *dyn;
+  if (!module_maps(info, q->addr, PT_DYNAMIC, &dyn))
+    return 0;
+  const uint32_t *hash = NULL, *gnu = NULL;
+  for (const ElfW(Dyn) *d = dyn ? (const ElfW(Dyn) *)(info->dlpi_addr + dyn->p_vaddr) : NULL;
+       d && d->d_tag != DT_NULL; d++) {
+    if (d->d_tag == DT_SYMTAB)
+      q->sym = (const ElfW(Sym) *)dyn_address(info, d->d_un.d_ptr);
+    else if (d->d_tag == DT_HASH)
+      hash = (const uint32_t *)dyn_address(info, d->d_un.d_ptr);
+    else if (d->d_tag == DT_GNU_HASH)
+      gnu = (const uint32_t *)dyn_address(info, d->d_un.d_ptr);
+  }
+  q->count = q->sym ? dynsym_count(hash, gnu) : 0;
+  q->bias = info->dlpi_addr;
+  q->found = q->count > 0;
+  return 1;
+}
+
+static int dynsym_each(uintptr_t anchor, uintptr_t lo, uintptr_t hi,
+                       int (*fn)(uintptr_t start, size_t size, void *arg), void *arg)
+{
+  struct dynsym_query q = {.addr = anchor};
+  dl_iterate_phdr(find_module_dynsym, &q);
+  if (!q.found)
+    return -1;
+  for (size_t i = 1; i < q.count; i++) {
+    const ElfW(Sym) *s = &q.sym[i];
+    unsigned type = ELF64_ST_TYPE(s->st_info);
+    if (s->st_shndx == SHN_UNDEF || (type != STT_FUNC && type != STT_GNU_IFUNC) || !s->st_size)
+      continue;
+    uintptr_t start = q.bias + s->st_value;
+    if (start < hi && start + s->st_size > lo) {
+      int r = fn(start, s->st_size, arg);
+      if (r)
+        return r;
+    }
+  }
+  return 0;
+}
+
 int hook_unwind_each(uintptr_t anchor, uintptr_t lo, uintptr_t hi,
                      int (*fn)(uintptr_t start, size_t size, void *arg), void *arg)
 {
   struct ehdr_table t;
   if (module_table(anchor, &t) != 0)
-    return -1;
+    return dynsym_each(anchor, lo, hi, fn, arg);
   uintptr_t location, fde;
   for (uint64_t i = ehdr_below(&t, lo);
        i < t.count && ehdr_entry(&t, i, &location, &fde) == 0 && location < hi; i++) {

@@ -181,6 +181,8 @@ static const char *const names[NFUNCS] = {
 
 static struct hook_result hooks[NFUNCS];
 static int alias_of[NFUNCS];            /* index of the hook whose replacement runs */
+static int refused[NFUNCS];             /* refused for a neighbour's branch into the window */
+static int nrefused;
 static _Thread_local long tls_calls[NFUNCS];
 
 #define REPLACEMENT(name, ret, params, args, cond)          \
@@ -335,7 +337,8 @@ static int check_counts(const long *before, long runs, int with_system, const ch
   int wrong = 0;
   long expect[NFUNCS] = {0};
   for (int i = 0; i < NFUNCS; i++)
-    expect[alias_of[i]] += runs * expected_calls(i, with_system);
+    if (!refused[i])
+      expect[alias_of[i]] += runs * expected_calls(i, with_system);
   for (int i = 0; i < NFUNCS; i++) {
     if (alias_of[i] != i)
       continue;
@@ -373,32 +376,33 @@ static void *thread_main(void *arg)
  * then be refused and say so. Where no neighbour does, the hook must work like
  * any other. (tests/hook/api.c refuses a planted branch into the window on
  * every machine.) */
-static void *(*memcpy_chain)(void *, const void *, size_t);
+/* the hook's result, complete before its patch goes live: printf below may
+ * call memcpy through the hook (armhf's libc calls it through its PLT) */
+static struct hook_result memcpy_hook;
 static long memcpy_marked_calls;
 static char memcpy_probe[64];
 static void *r_memcpy(void *d, const void *s, size_t n)
 {
   if (s == memcpy_probe)
     memcpy_marked_calls++;
-  return memcpy_chain(d, s, n);
+  return ((void *(*)(void *, const void *, size_t))memcpy_hook.chain)(d, s, n);
 }
 
 static void check_memcpy(void)
 {
-  struct hook_result r;
+  struct hook_result *r = &memcpy_hook;
   struct hook_spec spec = {"memcpy", NULL, NULL, (void *)r_memcpy};
-  enum hook_status st = hook_install(&spec, &r);
+  enum hook_status st = hook_install(&spec, r);
   if (st == HOOK_ERR_BRANCH_INTO_PATCH) {
-    printf("memcpy refused: %s\n", r.detail);
-    CHECK(strstr(r.detail, "in a neighbouring function branches to +0x") != NULL);
-    CHECK(r.chain == NULL);
+    printf("memcpy refused: %s\n", r->detail);
+    CHECK(strstr(r->detail, "in a neighbouring function branches to +0x") != NULL);
+    CHECK(r->chain == NULL);
     return;
   }
   CHECK_EQ_LONG(st, HOOK_OK);
   if (st != HOOK_OK)
     return;
   printf("memcpy hooked (no neighbour branches into its first bytes here)\n");
-  memcpy_chain = (void *(*)(void *, const void *, size_t))r.chain;
   for (int i = 0; i < (int)sizeof memcpy_probe; i++)
     memcpy_probe[i] = (char)(i * 7 + 1);
   char dst[sizeof memcpy_probe];
@@ -433,6 +437,14 @@ int main(void)
       printf("%s is %s (one implementation, already hooked)\n", names[i], names[alias_of[i]]);
       continue;
     }
+    if (st == HOOK_ERR_BRANCH_INTO_PATCH && strstr(hooks[i].detail, "in a neighbouring function")) {
+      /* hand-written code entering this one after its first instruction
+       * (armhf: stpcpy jumps to strcpy + 2): refused, the original runs */
+      printf("%s refused: %s\n", names[i], hooks[i].detail);
+      refused[i] = 1;
+      nrefused++;
+      continue;
+    }
     if (st != HOOK_OK) {
       fprintf(stderr, "hook %s: %s: %s\n", names[i], hook_status_str(st), hooks[i].detail);
       check_failures++;
@@ -443,6 +455,7 @@ int main(void)
   printf("hooked %d functions (%d names)\n", hooked, NFUNCS);
   check_memcpy();
   CHECK(hooked >= 55);
+  CHECK(nrefused <= 1);
   if (check_failures)
     return check_report("hook.callthrough");
 

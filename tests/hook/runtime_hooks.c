@@ -26,6 +26,8 @@
 #define GLIBC_BASE_VERSION "GLIBC_2.17"
 #elif defined(__i386__)
 #define GLIBC_BASE_VERSION "GLIBC_2.0"
+#elif defined(__arm__)
+#define GLIBC_BASE_VERSION "GLIBC_2.4"
 #else
 #error "the first glibc symbol version of this target"
 #endif
