@@ -9,3 +9,13 @@ add_test(NAME hook.coverage
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/coverage.sh --emulator ${CMAKE_CROSSCOMPILING_EMULATOR} $<TARGET_FILE:igprof-hookcheck>
           libc.so.6=98 libm.so.6=98 libstdc++.so.6=98 libz.so.1=98)
 set_tests_properties(hook.coverage PROPERTIES LABELS unit TIMEOUT 900)
+
+# The near (A32 b, Thumb b.w) and far (load into pc) patches on hand-written
+# A32 and Thumb-2 functions: every PC-relative class in the window, IT
+# blocks, blx both ways, an entry at 2 mod 4; exact results.
+igprof_hook_test(arm_api arm_api.c arm_api_code.c)
+# Again 20 times (ctest -L stress): each run has its own address layout.
+add_test(NAME hook.arm_api.repeat
+  COMMAND sh -c "for i in $(seq 20); do \"$@\" >/dev/null || exit 1; done" sh
+          ${CMAKE_CROSSCOMPILING_EMULATOR} $<TARGET_FILE:hook_arm_api>)
+set_tests_properties(hook.arm_api.repeat PROPERTIES LABELS "stress;slow" TIMEOUT 600)
