@@ -22,13 +22,18 @@ if [ ! -f "$SETUP" ]; then
 fi
 CACHE=${IGPROF_CROSS_DIR:-$ROOT/.cross}
 # zydis for i386: its x86 hook backend decodes with Zydis as on x86_64.
-# arm64: the real programs its tests profile (sqlite3, python3.11) and
-# their libraries.
+# arm64: the real programs its tests profile (sqlite3, python3.11, perl,
+# sort) and the shell, coreutils, sed, gzip, tar and xz that the tests'
+# command lines run (a host program would not be profiled), with their
+# libraries; the allocators e2e.py preloads (jemalloc, tcmalloc, mimalloc).
 EXTRA=()
 case "$1" in
   i386) EXTRA=(--extra-pkgs "libzydis-dev libzycore-dev libzydis4.0 libzycore1.4") ;;
   arm64) EXTRA=(--extra-pkgs "sqlite3 libsqlite3-0 libreadline8 libtinfo6 python3.11-minimal
-                             libpython3.11-minimal libexpat1 libssl3") ;;
+                             libpython3.11-minimal libexpat1 libssl3
+                             dash bash coreutils sed gzip tar xz-utils perl-base libcrypt1
+                             libacl1 libattr1 libgmp10 libselinux1 libpcre2-8-0
+                             libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4 libmimalloc2.0") ;;
 esac
 bash "$SETUP" "$CACHE" -a "$1" -q "${EXTRA[@]}" "${BINFMT[@]}"
 
@@ -51,8 +56,11 @@ fi
 # The guest's root for programs run through binfmt_misc (a launcher exec()s
 # the program it profiles, which qemu-user cannot follow by itself): qemu
 # looks up the guest's absolute paths under QEMU_LD_PREFIX first. It is the
-# sysroot's /usr beside one /lib that holds the cross C library and the
-# sysroot's own /lib, as links.
+# sysroot's /usr and /bin beside one /lib that holds the cross C library and
+# the sysroot's own /lib, as links. qemu-user looks a guest's paths up there
+# for open and stat but not for execve, so a guest program that runs another
+# by name (a shell) finds the guest's only through a PATH that names the
+# guest root's directories as host paths (tests/profiler/target.py).
 if [ "$1" = arm64 ]; then
   GUEST=$CACHE/$1/guest
   SYSROOT=$CACHE/$1/sysroot
@@ -60,6 +68,7 @@ if [ "$1" = arm64 ]; then
   rm -rf "$GUEST.new"
   mkdir -p "$GUEST.new/lib/$MA"
   ln -s ../sysroot/usr "$GUEST.new/usr"
+  ln -s ../sysroot/bin "$GUEST.new/bin"
   ln -s "/usr/$MA/lib/ld-linux-aarch64.so.1" "$GUEST.new/lib/ld-linux-aarch64.so.1"
   for f in "/usr/$MA/lib/"*.so* "$SYSROOT/lib/$MA/"*; do
     ln -sf "$f" "$GUEST.new/lib/$MA/$(basename "$f")"

@@ -24,6 +24,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'profiler'))
 import igdump  # noqa: E402
+import target  # noqa: E402
 
 TOLERANCE = 0.10
 failures = []
@@ -579,7 +580,7 @@ def scenario_real(a):
            'insert into t select x, hex(x * 7919) from c;'
            'select count(*), sum(a), max(b) from t where b like "%7%";')
     real_program(a, ['sqlite3', ':memory:', sql])
-    py = shutil.which('python3', path='/usr/bin:/bin') or 'python3'
+    py = a.target.python() if a.target.cross else shutil.which('python3', path='/usr/bin:/bin') or 'python3'
     real_program(a, [py, '-c', 'import hashlib\nh = hashlib.sha256()\n'
                      'for i in range(1500000): h.update(str(i * i).encode())\nprint(h.hexdigest(), sum(range(10**7)))'])
 
@@ -617,6 +618,7 @@ def main():
     a.sigtest = os.path.join(a.progs, 'sigtest')
     a.waittest = os.path.join(a.progs, 'waittest')
     a.library = os.path.realpath(os.path.join(a.bin, '..', 'lib', 'igprof', 'libigprof.so'))
+    a.target = target.setup(a.bin)
     fn = globals().get('scenario_' + a.scenario)
     if not fn:
         sys.exit(f'unknown scenario {a.scenario}')

@@ -16,6 +16,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import igdump  # noqa: E402
+import target  # noqa: E402
 
 from checks import check, eq, failures, status  # noqa: E402,F401
 
@@ -95,7 +96,7 @@ def cxx_source(d):
 
 CASES = {
     'sqlite3': lambda a: compare(a, 'sqlite3', ['sqlite3', ':memory:'], stdin=SQL),
-    'python3': lambda a: compare(a, 'python3', ['python3', '-c',
+    'python3': lambda a: compare(a, 'python3', [a.python, '-c',
                                  'import json,collections\n'
                                  'c = collections.Counter(json.dumps(list(range(i)))[-3:] for i in range(2000))\n'
                                  'print(sorted(c.items())[:5], len(c))']),
@@ -119,6 +120,8 @@ def main():
     ap.add_argument('name', choices=sorted(CASES))
     a = ap.parse_args()
     a.igprof = os.path.join(os.path.abspath(a.bin), 'igprof')
+    a.target = target.setup(a.bin)
+    a.python = a.target.python() if a.target.cross else 'python3'
     CASES[a.name](a)
     return status()
 

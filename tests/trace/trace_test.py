@@ -15,6 +15,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'profiler'))
+import target  # noqa: E402
+
 failures = []
 
 # Every line the tracer writes is one of these.
@@ -481,7 +484,7 @@ def scenario_with_igprof(a):
 def scenario_real(a, name):
     """A real program: same stdout and status as natively; a well-formed trace."""
     tools = {
-        'python3': (['python3', '-c', 'import json,re,collections\n'
+        'python3': ([a.python, '-c', 'import json,re,collections\n'
                      'd = collections.Counter(re.findall(r"\\w+", open("/etc/services").read()))\n'
                      'print(json.dumps(d.most_common(5)))\n'
                      'try:\n  raise ValueError("x")\nexcept ValueError:\n  print("caught")\n'
@@ -524,6 +527,8 @@ def main():
     a.igtrace = os.path.join(a.bin, 'igtrace')
     a.igprof = os.path.join(a.bin, 'igprof')
     a.lib = os.path.realpath(os.path.join(a.bin, '..', 'lib', 'igprof', 'libigprof.so'))
+    a.target = target.setup(a.bin)
+    a.python = a.target.python() if a.target.cross else 'python3'
     with tempfile.TemporaryDirectory(prefix='igtrace-test.') as tmp:
         a.tmp = tmp
         os.chdir(tmp)

@@ -1,0 +1,64 @@
+"""The machine the tested runtime was built for, as the test scripts see it.
+
+A native build's launchers run on the host. A cross build's (arm64, run
+under qemu-user through binfmt_misc) profile only programs of their own
+architecture: a host program named on a command line (`sh`, `sort`,
+`python3`) would run unprofiled. The cross set-up's guest root
+($QEMU_LD_PREFIX, scripts/cross-setup.sh) holds the target's shell,
+coreutils, sed, gzip, perl, sqlite3 and python3.11. qemu-user looks a
+guest's absolute paths up in that root for open and stat but not for
+execve, so programs are found by name only through a PATH that names the
+guest root's directories by their host paths: setup() puts them first, for
+the test script's own runs and for every program they start.
+"""
+import os
+import shutil
+import sys
+
+
+def _machine(path):
+    """The ELF e_machine of a file, or None."""
+    try:
+        with open(path, 'rb') as f:
+            head = f.read(20)
+    except OSError:
+        return None
+    if len(head) < 20 or head[:4] != b'\x7fELF':
+        return None
+    return int.from_bytes(head[18:20], 'little' if head[5] == 1 else 'big')
+
+
+class Target:
+    def __init__(self, bindir):
+        launcher = os.path.join(os.path.abspath(bindir), 'igprof')
+        self.cross = _machine(launcher) not in (None, _machine('/proc/self/exe'))
+        self.root = os.environ.get('QEMU_LD_PREFIX', '') if self.cross else ''
+        if self.cross and not os.path.isdir(os.path.join(self.root, 'usr', 'bin')):
+            print(f'error: {launcher} is a cross build: set QEMU_LD_PREFIX to the guest root '
+                  '(scripts/cross-setup.sh makes .cross/<arch>/guest)')
+            sys.exit(2)
+        self.path = [os.path.join(self.root, d) for d in ('usr/bin', 'bin')] if self.cross else []
+
+    def program(self, name):
+        """The absolute path of program `name` of the target (for a cross
+        build: in the guest root only), or None."""
+        if not self.cross:
+            return shutil.which(name)
+        return shutil.which(name, path=os.pathsep.join(self.path))
+
+    def python(self):
+        """The target's Python 3 interpreter (the guest root's is python3.11)."""
+        return self.program('python3') or self.program('python3.11')
+
+    def skip(self, what, why):
+        """Say that one check does not run here, and why."""
+        print(f'skip: {what}: {why}')
+
+
+def setup(bindir):
+    """The target of the build whose bin directory is `bindir`; for a cross
+    build, the guest root's directories go first in PATH."""
+    t = Target(bindir)
+    if t.cross:
+        os.environ['PATH'] = os.pathsep.join(t.path + [os.environ.get('PATH', '')])
+    return t
