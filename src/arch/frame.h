@@ -21,11 +21,71 @@
 #include <string.h>
 #include <ucontext.h>
 
+/* Per-architecture constants (see docs/porting.md, "Frame stepping"). */
+#if defined(__x86_64__)
+/* A call pushes the return address: no register holds it, even in a leaf. */
+#define FRAME_LINK_REGISTER 0
+/* Call-frame instruction 0x2d is DW_CFA_GNU_window_save (SPARC): not ours. */
+#define FRAME_NEGATE_RA_STATE 0
+/* Instructions start at any byte. */
+#define FRAME_CODE_ALIGN 1
+/* glibc's __restore_rt: mov $15 (rt_sigreturn), %rax; syscall */
+#define FRAME_SIGRETURN_LEN 9
+/* Where a call leaves the return address, relative to the CFA: the call
+ * pushed it just below the caller's stack pointer. */
+#define FRAME_CALL_RA_OFFSET (-8)
+/* A function compiled with a frame pointer keeps a frame record at it:
+ * [caller's frame pointer, return address] (push %rbp right after the
+ * call's push), and the caller's stack pointer after the call is just above
+ * the record, so the record alone gives the caller's registers. */
+#define FRAME_RECORD_AT_FP 1
+#define FRAME_RECORD_FP 0         /* word of the caller's frame pointer */
+#define FRAME_RECORD_RA 1         /* word of the return address */
+#define FRAME_RECORD_CALLER_SP 16 /* bytes from the record to the caller's SP */
+#elif defined(__aarch64__)
+/* A call (bl, blr) leaves the return address in x30, the link register; a
+ * function that calls others saves it, with the caller's x29, as a frame
+ * record (stp x29, x30, [sp, #-N]!), usually at the bottom of its frame:
+ * the return address at CFA - N + 8. Until the prologue has saved it, and
+ * again once the epilogue has restored it, the return address is in x30,
+ * which only the interrupted frame of a signal still holds. */
+#define FRAME_LINK_REGISTER 1
+/* Call-frame instruction 0x2d is DW_CFA_AARCH64_negate_ra_state: the
+ * return address is signed from there (paciasp) or no longer (autiasp). */
+#define FRAME_NEGATE_RA_STATE 1
+/* Instructions are 4 bytes, 4-byte aligned: so is every return address. */
+#define FRAME_CODE_ALIGN 4
+/* The vDSO's (or glibc's) trampoline: mov x8, #139 (rt_sigreturn); svc #0 */
+#define FRAME_SIGRETURN_LEN 8
+/* A frame record at the top of the frame (stp x29, x30, [sp, #-16]! first,
+ * as JIT compilers lay frames out) puts the return address at CFA - 8. */
+#define FRAME_CALL_RA_OFFSET (-8)
+/* The frame record at x29: [caller's x29, return address]. Where the
+ * caller's stack pointer is the record does not say (GCC puts the record
+ * at the bottom of the frame), so a walk cannot start from it:
+ * FRAME_RECORD_CALLER_SP is not defined. */
+#define FRAME_RECORD_AT_FP 1
+#define FRAME_RECORD_FP 0
+#define FRAME_RECORD_RA 1
+/* Return addresses signed by pointer authentication (paciasp) carry a
+ * signature above the virtual address bits; Linux gives user space 48-bit
+ * addresses (code is never mapped above them), so clearing the upper 16
+ * bits strips any signature and leaves an unsigned address as it is. */
+#define FRAME_CODE_ADDRESS_MASK (((uintptr_t)1 << 48) - 1)
+#else
+#error "frame.h: no frame stepping for this architecture yet"
+#endif
+
 /* The registers the fast walker tracks from frame to frame. */
 struct frame_regs {
   uintptr_t pc; /* instruction address of this frame */
   uintptr_t sp; /* stack pointer value in this frame (at pc) */
   uintptr_t fp; /* frame pointer register value in this frame (at pc) */
+#if FRAME_LINK_REGISTER
+  /* The link register, known only in an interrupted frame (from the
+   * signal's context, or restored from a signal frame); 0 elsewhere. */
+  uintptr_t lr;
+#endif
 };
 
 /* What a recipe says about a range of instructions. */
@@ -43,28 +103,32 @@ enum frame_kind {
 /* Set on FRAME_COMPLEX rows of signal trampolines (CIE augmentation 'S'):
  * the frame they return to was interrupted, so its PC is exact. */
 #define FRAME_SIGNAL 0x2u
+/* The return address is still in the link register (FRAME_LINK_REGISTER
+ * architectures: a leaf, a prologue before the save, an epilogue after the
+ * restore); ra_offset is 0. Only an interrupted frame can be stepped so. */
+#define FRAME_RA_IN_LR 0x4u
 
-/* Eight bytes, so a recipe can be moved through the PC cache as one word. */
 struct frame_recipe {
   int32_t cfa_offset;
-  int16_t fp_offset; /* valid with FRAME_FP_SAVED */
-  int8_t ra_offset;  /* return address is at CFA + ra_offset */
-  uint8_t kind : 4;  /* enum frame_kind */
-  uint8_t flags : 4; /* FRAME_FP_SAVED, FRAME_SIGNAL */
+  int32_t fp_offset; /* valid with FRAME_FP_SAVED */
+  int32_t ra_offset; /* return address is at CFA + ra_offset (not with FRAME_RA_IN_LR) */
+  uint8_t kind;      /* enum frame_kind */
+  uint8_t flags;     /* FRAME_FP_SAVED, FRAME_SIGNAL, FRAME_RA_IN_LR */
 };
 
-_Static_assert(sizeof(struct frame_recipe) == 8, "a recipe must pack into one 64-bit word");
-
-static inline uint64_t frame_recipe_pack(struct frame_recipe r) {
-  uint64_t w;
-  memcpy(&w, &r, sizeof w);
-  return w;
+static inline int frame_recipe_same(struct frame_recipe a, struct frame_recipe b) {
+  return a.cfa_offset == b.cfa_offset && a.fp_offset == b.fp_offset &&
+         a.ra_offset == b.ra_offset && a.kind == b.kind && a.flags == b.flags;
 }
 
-static inline struct frame_recipe frame_recipe_unpack(uint64_t w) {
-  struct frame_recipe r;
-  memcpy(&r, &w, sizeof r);
-  return r;
+/* A return address as read from the stack or the link register, as a code
+ * address (pointer-authentication signature stripped where there is one). */
+static inline uintptr_t frame_code_address(uintptr_t ra) {
+#ifdef FRAME_CODE_ADDRESS_MASK
+  return ra & FRAME_CODE_ADDRESS_MASK;
+#else
+  return ra;
+#endif
 }
 
 /* Architecture facts the recipe compiler needs (DWARF numbering). */
@@ -93,8 +157,13 @@ enum frame_step_result {
 /* Step from the frame in `r` to its caller using `rc`. Memory is read only in
  * [lo, hi - 8], the part of the thread's stack the walker has proven mapped,
  * and the CFA must lie strictly above the current stack pointer, so a corrupt
- * stack can only end the walk, never fault or loop. On success r->pc is the
- * caller's return address (not yet adjusted for symbolisation). */
+ * stack can only end the walk, never fault or loop. A return address still
+ * in the link register is taken from r->lr, which only an interrupted frame
+ * knows (elsewhere the step fails as a bad stack); that step may leave the
+ * stack pointer where it is (a leaf without a frame), and it cannot repeat,
+ * since the caller's lr is unknown (0). On
+ * success r->pc is the caller's return address (not yet adjusted for
+ * symbolisation). */
 static inline enum frame_step_result frame_step(struct frame_regs *r, struct frame_recipe rc,
                                                 uintptr_t lo, uintptr_t hi) {
   uintptr_t base;
@@ -104,10 +173,27 @@ static inline enum frame_step_result frame_step(struct frame_regs *r, struct fra
   case FRAME_OUTERMOST: return FRAME_STEP_END;
   default: return FRAME_STEP_UNWINDER;
   }
-  uintptr_t cfa = base + (intptr_t)rc.cfa_offset;
-  uintptr_t ra_at = cfa + (intptr_t)rc.ra_offset;
-  if (cfa <= r->sp || cfa > hi || ra_at < lo || ra_at > hi - sizeof(uintptr_t))
-    return FRAME_STEP_BAD_STACK;
+  uintptr_t cfa = base + (intptr_t)rc.cfa_offset, ra;
+  if (rc.flags & FRAME_RA_IN_LR) {
+#if FRAME_LINK_REGISTER
+    /* At a return address the link register was overwritten by the call
+     * itself: a recipe saying the return address is still there is the
+     * mark of a stack read wrongly (or of a function that never returns),
+     * and the walk ends. */
+    if (!r->lr)
+      return FRAME_STEP_BAD_STACK;
+    if (cfa < r->sp || cfa > hi)
+      return FRAME_STEP_BAD_STACK;
+    ra = r->lr;
+#else
+    return FRAME_STEP_UNWINDER;
+#endif
+  } else {
+    uintptr_t ra_at = cfa + (intptr_t)rc.ra_offset;
+    if (cfa <= r->sp || cfa > hi || ra_at < lo || ra_at > hi - sizeof(uintptr_t))
+      return FRAME_STEP_BAD_STACK;
+    ra = *(const uintptr_t *)ra_at;
+  }
   uintptr_t fp = r->fp;
   if (rc.flags & FRAME_FP_SAVED) {
     uintptr_t fp_at = cfa + (intptr_t)rc.fp_offset;
@@ -115,14 +201,24 @@ static inline enum frame_step_result frame_step(struct frame_regs *r, struct fra
       return FRAME_STEP_BAD_STACK;
     fp = *(const uintptr_t *)fp_at;
   }
-  r->pc = *(const uintptr_t *)ra_at;
+  r->pc = frame_code_address(ra);
   r->sp = cfa;
   r->fp = fp;
+#if FRAME_LINK_REGISTER
+  r->lr = 0;
+#endif
   return FRAME_STEP_OK;
 }
 
 /* Registers of the interrupted context of a signal. */
 void frame_regs_from_ucontext(struct frame_regs *r, const ucontext_t *uc);
+
+/* `r` is the frame of a signal return trampoline (its sp the signal frame
+ * the kernel pushed): replace it with the interrupted frame's registers,
+ * read from the signal frame's context, every word of it in [lo, hi - 8].
+ * Returns 0 where the walker leaves signal frames to libunwind (x86_64) or
+ * the context lies outside the bounds. */
+int frame_regs_from_signal_frame(struct frame_regs *r, uintptr_t lo, uintptr_t hi);
 
 /* Fill a zeroed ucontext with `r` so a DWARF unwinder can start from it. */
 void frame_regs_to_ucontext(ucontext_t *uc, const struct frame_regs *r);
@@ -141,52 +237,30 @@ int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor);
  * which reads instructions and frame-pointer chains without checking. */
 int frame_memory_mapped(uintptr_t addr, uintptr_t len);
 
-/* Whether the code at `pc` (mapped, at least 9 bytes) is the C library's
- * signal return trampoline, so the frame it returns to was interrupted.
- * For code whose unwind table is not compiled (no CIE 'S' flag to go by). */
+/* Whether the code at `pc` is a signal return trampoline (the C library's
+ * or the vDSO's rt_sigreturn), so the frame it returns to was interrupted:
+ * for code whose unwind data says nothing (no CIE 'S' flag to go by; qemu's
+ * AArch64 vDSO has no CFI for its trampoline). frame_is_sigreturn first asks
+ * the kernel whether the code is mapped; frame_code_is_sigreturn reads it
+ * straight away (FRAME_SIGRETURN_LEN bytes from pc, known to be mapped). */
 int frame_is_sigreturn(uintptr_t pc);
+int frame_code_is_sigreturn(uintptr_t pc);
 
 /* Registers of the calling function at the point of the call, captured
- * inline so that pc and sp describe the same instruction. */
+ * inline so that pc and sp describe the same instruction (and, with a link
+ * register, lr: if the recipe there says the return address is still in
+ * it, it is). */
 #if defined(__x86_64__)
 #define FRAME_REGS_HERE(r)                                                                     \
   __asm__ volatile("leaq 0(%%rip), %0\n\tmovq %%rsp, %1\n\tmovq %%rbp, %2"                    \
                    : "=r"((r)->pc), "=r"((r)->sp), "=r"((r)->fp))
-/* Where a call leaves the return address, relative to the CFA: the call
- * pushed it just below the caller's stack pointer. The walker's PC cache
- * keeps only recipes with this offset. */
-#define FRAME_CALL_RA_OFFSET (-8)
-/* A function compiled with a frame pointer keeps a frame record at it:
- * [caller's frame pointer, return address] (push %rbp right after the
- * call's push), and the caller's stack pointer after the call is just above
- * the record. */
-#define FRAME_RECORD_AT_FP 1
-#define FRAME_RECORD_FP 0         /* word of the caller's frame pointer */
-#define FRAME_RECORD_RA 1         /* word of the return address */
-#define FRAME_RECORD_CALLER_SP 16 /* bytes from the record to the caller's SP */
 #elif defined(__aarch64__)
 #define FRAME_REGS_HERE(r)                                                                     \
-  __asm__ volatile("adr %0, .\n\tmov %1, sp\n\tmov %2, x29"                                  \
-                   : "=r"((r)->pc), "=r"((r)->sp), "=r"((r)->fp))
-/* A call leaves the return address in x30; a function that calls others
- * saves it with the caller's x29 as a frame record (stp x29, x30), and when
- * that record is at the top of the frame, as GCC lays out most frames, the
- * return address is at CFA - 8. Only recipes with that offset are cached. */
-#define FRAME_CALL_RA_OFFSET (-8)
-/* The frame record at x29: [caller's x29, return address]. Where the
- * caller's stack pointer is the record does not say (the record sits at the
- * bottom or the top of the frame); the walker takes the lowest value it can
- * have, just above the record, which only code without unwind information
- * (stepped by the chain alone) ever uses. */
-#define FRAME_RECORD_AT_FP 1
-#define FRAME_RECORD_FP 0
-#define FRAME_RECORD_RA 1
-#define FRAME_RECORD_CALLER_SP 16
-#else
-#error "frame.h: no frame stepping for this architecture yet"
+  __asm__ volatile("adr %0, .\n\tmov %1, sp\n\tmov %2, x29\n\tmov %3, x30"                   \
+                   : "=r"((r)->pc), "=r"((r)->sp), "=r"((r)->fp), "=r"((r)->lr))
 #endif
 
-#if FRAME_RECORD_AT_FP
+#ifdef FRAME_RECORD_CALLER_SP
 /* The registers of the caller of the function whose frame record is at
  * `record` (its frame pointer), at the return address. */
 static inline void frame_regs_from_record(struct frame_regs *r, const uintptr_t *record) {

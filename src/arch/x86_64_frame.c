@@ -29,6 +29,11 @@ void frame_regs_from_ucontext(struct frame_regs *r, const ucontext_t *uc) {
   r->fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
 }
 
+int frame_regs_from_signal_frame(struct frame_regs *r, uintptr_t lo, uintptr_t hi) {
+  (void)r, (void)lo, (void)hi;
+  return 0; /* libunwind steps glibc's __restore_rt, described by its CFI */
+}
+
 void frame_regs_to_ucontext(ucontext_t *uc, const struct frame_regs *r) {
   uc->uc_mcontext.gregs[REG_RIP] = (greg_t)r->pc;
   uc->uc_mcontext.gregs[REG_RSP] = (greg_t)r->sp;
@@ -64,14 +69,17 @@ int frame_memory_mapped(uintptr_t addr, uintptr_t len) {
   return ok;
 }
 
-int frame_is_sigreturn(uintptr_t pc) {
+int frame_code_is_sigreturn(uintptr_t pc) {
   /* glibc's __restore_rt: mov $15 (rt_sigreturn), %rax; syscall */
-  static const unsigned char seq[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+  static const unsigned char seq[FRAME_SIGRETURN_LEN] = {0x48, 0xc7, 0xc0, 0x0f, 0x00,
+                                                         0x00, 0x00, 0x0f, 0x05};
   const unsigned char *code = (const unsigned char *)pc;
-  if (!frame_memory_mapped(pc, sizeof seq))
-    return 0;
-  for (int i = 0; i < 9; i++)
+  for (int i = 0; i < FRAME_SIGRETURN_LEN; i++)
     if (code[i] != seq[i])
       return 0;
   return 1;
+}
+
+int frame_is_sigreturn(uintptr_t pc) {
+  return frame_memory_mapped(pc, FRAME_SIGRETURN_LEN) && frame_code_is_sigreturn(pc);
 }

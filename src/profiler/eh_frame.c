@@ -4,7 +4,15 @@
  * recipe language can hold: the CFA rule and the rules of the frame pointer
  * and the return-address column. Rules of other registers are parsed and
  * dropped; a CFA defined by an expression, or FP/RA rules other than "saved
- * at CFA+n", make the row FRAME_COMPLEX so the walker asks libunwind.
+ * at CFA+n" (and, where the return-address column is the link register,
+ * "still in it"), make the row FRAME_COMPLEX so the walker asks libunwind.
+ *
+ * On AArch64, 0x2d is DW_CFA_AARCH64_negate_ra_state: the return address is
+ * signed (paciasp) from there on, or no longer (autiasp). Where it is saved
+ * or kept stays as the other rules say, and the walker strips the signature
+ * of every return address it reads (frame_code_address), so the state
+ * changes no recipe. Elsewhere 0x2d is SPARC's DW_CFA_GNU_window_save,
+ * which no recipe can describe.
  */
 #define _GNU_SOURCE
 #include "eh_frame.h"
@@ -23,7 +31,8 @@ enum {
   CFA_def_cfa_register = 0x0d, CFA_def_cfa_offset = 0x0e, CFA_def_cfa_expression = 0x0f,
   CFA_expression = 0x10, CFA_offset_extended_sf = 0x11, CFA_def_cfa_sf = 0x12,
   CFA_def_cfa_offset_sf = 0x13, CFA_val_offset = 0x14, CFA_val_offset_sf = 0x15,
-  CFA_val_expression = 0x16, CFA_GNU_window_save = 0x2d, CFA_GNU_args_size = 0x2e,
+  CFA_val_expression = 0x16, CFA_GNU_window_save = 0x2d, /* = AArch64 negate_ra_state */
+  CFA_GNU_args_size = 0x2e,
   CFA_GNU_negative_offset_extended = 0x2f,
 };
 
@@ -77,8 +86,7 @@ static struct ehdr_reader reader_at(const struct module_view *m, uintptr_t p) {
 
 struct row {
   uint32_t start;
-  uint32_t pad;
-  uint64_t recipe;
+  struct frame_recipe recipe;
 };
 
 struct row_builder {
@@ -112,14 +120,13 @@ static int builder_grow(struct row_builder *b) {
  * (a zero-length range); a row equal to its predecessor is redundant; an FDE
  * overlapping the previous one wins from its start. */
 static void builder_add(struct row_builder *b, uint32_t start, struct frame_recipe rc) {
-  uint64_t packed = frame_recipe_pack(rc);
   while (b->count && b->rows[b->count - 1].start >= start)
     b->count--;
-  if (b->count && b->rows[b->count - 1].recipe == packed)
+  if (b->count && frame_recipe_same(b->rows[b->count - 1].recipe, rc))
     return;
   if (b->count == b->capacity && !builder_grow(b))
     return;
-  b->rows[b->count++] = (struct row){start, 0, packed};
+  b->rows[b->count++] = (struct row){start, rc};
 }
 
 /* ---- CFI interpreter ------------------------------------------------------ */
@@ -174,13 +181,15 @@ static struct frame_recipe recipe_of(const struct cfi_run *run) {
   }
   if (s->cfa_is_expression || s->cfa_offset < INT32_MIN || s->cfa_offset > INT32_MAX)
     return rc;
-  if (s->ra.kind != RULE_OFFSET || s->ra.offset < INT8_MIN || s->ra.offset > INT8_MAX)
+  int ra_in_lr = FRAME_LINK_REGISTER && s->ra.kind == RULE_SAME;
+  if (!ra_in_lr &&
+      (s->ra.kind != RULE_OFFSET || s->ra.offset < INT32_MIN || s->ra.offset > INT32_MAX))
     return rc;
   if (s->fp.kind == RULE_OFFSET) {
-    if (s->fp.offset < INT16_MIN || s->fp.offset > INT16_MAX)
+    if (s->fp.offset < INT32_MIN || s->fp.offset > INT32_MAX)
       return rc;
     rc.flags = FRAME_FP_SAVED;
-    rc.fp_offset = (int16_t)s->fp.offset;
+    rc.fp_offset = (int32_t)s->fp.offset;
   } else if (s->fp.kind != RULE_SAME) {
     return rc;
   }
@@ -191,7 +200,10 @@ static struct frame_recipe recipe_of(const struct cfi_run *run) {
   else
     return rc;
   rc.cfa_offset = (int32_t)s->cfa_offset;
-  rc.ra_offset = (int8_t)s->ra.offset;
+  if (ra_in_lr)
+    rc.flags |= FRAME_RA_IN_LR;
+  else
+    rc.ra_offset = (int32_t)s->ra.offset;
   return rc;
 }
 
@@ -345,7 +357,10 @@ static int run_insns(struct cfi_run *run, struct ehdr_reader *r, struct row_buil
       break;
     }
     case CFA_GNU_args_size: (void)ehdr_read_uleb(r); break;
-    case CFA_GNU_window_save: s->ra.kind = RULE_OTHER; break; /* SPARC / AArch64 PAC */
+    case CFA_GNU_window_save:
+      if (!FRAME_NEGATE_RA_STATE)
+        s->ra.kind = RULE_OTHER; /* SPARC's register windows */
+      break;
     default: return 0;
     }
   }
@@ -524,18 +539,18 @@ static enum eh_frame_status parse_hdr(const struct module_view *m, const void *h
 static enum eh_frame_status finish_table(struct row_builder *b, struct eh_frame_table *out) {
   size_t n = b->count;
   size_t starts_bytes = (n * sizeof(uint32_t) + 7) & ~(size_t)7;
-  size_t bytes = starts_bytes + n * sizeof(uint64_t);
+  size_t bytes = starts_bytes + n * sizeof(struct frame_recipe);
   if (n == 0)
     return EH_FRAME_OK;
   uint8_t *map = map_bytes(bytes);
   if (!map)
     return EH_FRAME_NO_MEMORY;
   uint32_t *starts = (uint32_t *)map;
-  uint64_t *recipes = (uint64_t *)(map + starts_bytes);
+  struct frame_recipe *recipes = (struct frame_recipe *)(map + starts_bytes);
   for (size_t i = 0; i < n; i++) {
     starts[i] = b->rows[i].start;
     recipes[i] = b->rows[i].recipe;
-    if (frame_recipe_unpack(recipes[i]).kind == FRAME_COMPLEX)
+    if (recipes[i].kind == FRAME_COMPLEX)
       out->complex_rows++;
   }
   mprotect(map, bytes, PROT_READ); /* immutable from here on */

@@ -46,7 +46,7 @@ struct eh_frame_segment {
 struct eh_frame_table {
   uint32_t count;
   const uint32_t *starts;  /* ascending offsets from the load bias */
-  const uint64_t *recipes; /* frame_recipe_pack() of each row */
+  const struct frame_recipe *recipes; /* the recipe of each row */
   void *map;               /* one mapping holds both arrays */
   size_t map_size;
   uint32_t fde_count;      /* FDEs compiled (for statistics and tests) */
@@ -91,7 +91,7 @@ static inline struct frame_recipe eh_frame_lookup(const struct eh_frame_table *t
       lo += half;
     n -= half;
   }
-  return frame_recipe_unpack(t->recipes[lo]);
+  return t->recipes[lo];
 }
 
 #endif

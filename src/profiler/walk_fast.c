@@ -155,21 +155,57 @@ struct walk_memo {
  * the chain of dependent loads. It belongs to the walk that holds the memo
  * (memo_busy), so a signal handler interrupting a walk never sees half an
  * entry, and it is emptied when the walk's module snapshot is not the one
- * its entries came from. Only simple CFA recipes are kept. */
+ * its entries came from. Only simple CFA recipes are kept.
+ *
+ * Entries are TC_STRIDE words apart in the index's units: return addresses
+ * are never one byte apart (a call instruction is longer), and on AArch64
+ * they are 4-byte aligned, so the index skips the bits that never vary. */
 #define TC_BITS 12
 #define TC_SIZE (1u << TC_BITS)
+#define TC_STRIDE (FRAME_CODE_ALIGN < 2 ? 2 : FRAME_CODE_ALIGN)
+#define TC_INDEX_MASK ((uintptr_t)(TC_SIZE - 1) * TC_STRIDE)
 #define TC_FP_BASE ((uint64_t)1 << 32) /* CFA = FP + offset (else SP + offset) */
-#define TC_FP_SHIFT 40                 /* FP saved at CFA - (value >> 40); 0: not saved */
-#define TC_INDEX_MASK ((uintptr_t)(TC_SIZE - 1) << 1)
+#if FRAME_LINK_REGISTER
+/* The callee saves the return address where its prologue puts it: the
+ * value says where, from the register the CFA is computed from, and the
+ * frame pointer, if saved, is just below it (a frame record). */
+#define TC_FP_SAVED ((uint64_t)1 << 33)
+#define TC_RA_SHIFT 40 /* the return address at base + (value >> 40) */
+
+/* The thread-cache value of a compressed recipe; 0 if it has none (then
+ * the walk takes its slow step). */
+static inline uint64_t tc_value(uint32_t bits) {
+  uint32_t form = recipe_form(bits);
+  uint64_t cfa = recipe_cfa_bytes(bits), v = cfa, ra_off;
+  if (form == RC_FORM_BASE) {
+    ra_off = recipe_slot_bytes(bits);
+  } else if (form == RC_FORM_CALL &&
+             (!(bits & RC_FP_SAVED) || recipe_slot_bytes(bits) == 2 * sizeof(uintptr_t))) {
+    ra_off = cfa + FRAME_CALL_RA_OFFSET;
+  } else {
+    return 0;
+  }
+  if (bits & RC_FP_BASE)
+    v |= TC_FP_BASE;
+  if (bits & RC_FP_SAVED)
+    v |= TC_FP_SAVED;
+  return v | ra_off << TC_RA_SHIFT;
+}
+#else
+/* A call pushes the return address: it is at CFA - 8 in every frame. */
+#define TC_FP_SHIFT 40 /* FP saved at CFA - (value >> 40); 0: not saved */
 
 static inline uint64_t tc_value(uint32_t bits) {
+  if (recipe_form(bits) != RC_FORM_CALL)
+    return 0;
   uint64_t v = recipe_cfa_bytes(bits);
   if (bits & RC_FP_BASE)
     v |= TC_FP_BASE;
   if (bits & RC_FP_SAVED)
-    v |= (uint64_t)recipe_fp_bytes(bits) << TC_FP_SHIFT;
+    v |= (uint64_t)recipe_slot_bytes(bits) << TC_FP_SHIFT;
   return v;
 }
+#endif
 
 /* The memos of the last walks, MEMO_KEYS of them, each filed under the
  * place its walk started (the first frame's pc and sp): a walk that starts
@@ -197,13 +233,12 @@ struct thread_memo {
   int recent; /* slot of the last walk */
   unsigned gen; /* advanced whenever a walk ends (records may have changed) */
   const void *tc_snapshot; /* the module table tc came from */
-  /* Entry i is tc[2i] (the return address, not minus 1; 0: empty) and
-   * tc[2i + 1] (tc_value() of its recipe): a lookup touches one cache
-   * line, and with the index taken as pc & TC_INDEX_MASK (bits 1 to
-   * TC_BITS, already doubled) the address is one scaled-index load away
-   * from pc. Bit 0 is not needed: two return addresses are never one byte
-   * apart, a call instruction being longer than that. */
-  uint64_t tc[2 * TC_SIZE];
+  /* Entry i is tc[TC_STRIDE * i] (the return address, not minus 1; 0:
+   * empty) and the word after it (tc_value() of its recipe): a lookup
+   * touches one cache line, and with the index taken as pc & TC_INDEX_MASK
+   * (already multiplied by the stride) the address is one scaled-index load
+   * away from pc. */
+  uint64_t tc[TC_STRIDE * TC_SIZE];
 };
 
 static IE_TLS struct thread_memo *thread_memo;
@@ -514,6 +549,29 @@ static int sigreturn_at(uintptr_t pc) {
   return frame_is_sigreturn(pc);
 }
 
+/* Whether [at, at + len) lies in one of module m's readable segments. */
+static int module_readable(const struct fast_module *m, uintptr_t at, uintptr_t len) {
+  const struct table_record *r = m->record;
+  for (int i = 0; i < r->nsegs; i++)
+    if (at >= m->bias + r->seg_offsets[i].start && at + len <= m->bias + r->seg_offsets[i].end &&
+        at + len > at)
+      return 1;
+  return 0;
+}
+
+/* Whether a signal return trampoline that no unwind data describes (qemu's
+ * AArch64 vDSO has none for it) starts at the return address pc + 1 or at
+ * the interrupted PC pc, in module m's code: its caller was interrupted,
+ * and its step reads the signal frame (signal_frame_step, or libunwind,
+ * which knows the trampoline by its code). */
+static int sigreturn_in_module(const struct fast_module *m, uintptr_t pc) {
+  for (uintptr_t at = pc; at <= pc + 1; at++)
+    if (at % FRAME_CODE_ALIGN == 0 && module_readable(m, at, FRAME_SIGRETURN_LEN) &&
+        frame_code_is_sigreturn(at))
+      return 1;
+  return 0;
+}
+
 /* Derive the recipe of `pc`, in module `m` of snapshot `s`, from the
  * module's unwind data, and cache it. Safe in a signal handler
  * (eh_frame_find is). The caller has checked, in this order, that no
@@ -531,7 +589,10 @@ static int sigreturn_at(uintptr_t pc) {
  * system call. Where the code keeps no frame pointer the bounds end the
  * walk, marked WALK_STOPPED. Caching it by address is safe because the
  * guess depends on nothing but the absence of unwind data there, which
- * only a module change alters, and a module change clears the cache. */
+ * only a module change alters, and a module change clears the cache.
+ * Two kinds of module code without unwind data are known better: a signal
+ * return trampoline (sigreturn_in_module), and, with a link register, any
+ * interrupted PC there (see below). */
 __attribute__((noinline)) static struct frame_recipe derive_recipe(const struct module_snapshot *s,
                                                                    const struct fast_module *m,
                                                                    uintptr_t pc) {
@@ -546,7 +607,17 @@ __attribute__((noinline)) static struct frame_recipe derive_recipe(const struct 
                         &rc);
     thread_stats.derivations++;
   }
-  if (rc.kind == FRAME_NO_INFO) {
+  if (rc.kind == FRAME_NO_INFO && m && sigreturn_in_module(m, pc)) {
+    rc = (struct frame_recipe){0, 0, 0, FRAME_COMPLEX, FRAME_SIGNAL};
+  } else if (rc.kind == FRAME_NO_INFO && m && FRAME_LINK_REGISTER && FRAME_CODE_ALIGN > 1 &&
+             pc % FRAME_CODE_ALIGN == 0) {
+    /* An interrupted PC (a return address minus 1 is never aligned) in a
+     * module's code without unwind data: a PLT stub most often, which
+     * AArch64 linkers emit without CFI. The return address is still in
+     * the link register, as libunwind assumes for any such frame. */
+    rc = (struct frame_recipe){0, 0, 0, FRAME_CFA_SP, FRAME_RA_IN_LR};
+    thread_stats.guesses++;
+  } else if (rc.kind == FRAME_NO_INFO) {
     rc = frame_arch.fp_chain;
     thread_stats.guesses++;
   }
@@ -716,12 +787,33 @@ static enum step unwinder_step(struct walk *w, struct frame_recipe rc, int known
   struct frame_regs next;
   if (stepped < 0 || !frame_regs_from_unwinder(&next, &cursor))
     return STEP_CUT;
+#if FRAME_LINK_REGISTER
+  if (!interrupted)
+    next.lr = 0; /* only a signal frame restores the caller's link register */
+#endif
   if (!region_of(next.sp, interrupted, &w->stack))
     return STEP_CUT;
   thread_stats.frames_unwinder++;
   w->regs = next;
   w->exact = interrupted;
   return STEP_OK;
+}
+
+/* Step a signal return trampoline by reading the interrupted context from
+ * the signal frame (frame_regs_from_signal_frame: AArch64), within the
+ * stack's bounds; 0 where that is left to libunwind. The interrupted frame
+ * comes with its link register, and its PC is exact. */
+static int signal_frame_step(struct walk *w) {
+  struct frame_regs next = w->regs;
+  struct region stack;
+  if (!frame_regs_from_signal_frame(&next, w->stack.lo, w->stack.hi) ||
+      !region_of(next.sp, 1, &stack))
+    return 0;
+  thread_stats.frames_fast++;
+  w->regs = next;
+  w->stack = stack;
+  w->exact = 1;
+  return 1;
 }
 
 /* The general step: any recipe, libunwind for what recipes cannot do. */
@@ -754,8 +846,10 @@ __attribute__((noinline)) static enum step step_slow(struct walk *w) {
   case FRAME_STEP_UNWINDER:
     /* FRAME_COMPLEX: code without unwind data has the frame-pointer
      * recipe (derive_recipe), so libunwind is asked only about frames it
-     * can step from their unwind data, never to guess. */
-    result = unwinder_step(w, rc, known);
+     * can step from their unwind data, never to guess. A signal frame the
+     * architecture's code can read is read here (signal_frame_step). */
+    result = (rc.flags & FRAME_SIGNAL) && signal_frame_step(w) ? STEP_OK
+                                                                : unwinder_step(w, rc, known);
     break;
   default: return STEP_CUT;
   }
@@ -792,6 +886,21 @@ enum run_end { RUN_SLOW, RUN_END, RUN_FULL };
  * the walk can join then —, or -1 when not even the outermost frame's do. */
 #define MEMO_RETRY(q) (-2 - (q))
 
+/* Whether the slots frame k of a record read (readable: the caller has
+ * checked) still give frame k + 1's return address and frame pointer.
+ * Without a saved FP, the next frame's FP is compared with itself. */
+static inline int memo_step_holds(const struct memo_frame *f, int k) {
+  const uintptr_t *fp_slot = f[k].fp_at ? (const uintptr_t *)f[k].fp_at : &f[k + 1].fp;
+  return frame_code_address(*(const uintptr_t *)f[k].ra_at) == f[k + 1].pc &&
+         *fp_slot == f[k + 1].fp;
+}
+
+/* Whether the outermost frame of a record, which read a null return
+ * address from `ra_at` (0: it had none to read), would end there again. */
+static inline int memo_end_holds(uintptr_t ra_at, uintptr_t lo, uintptr_t span) {
+  return !ra_at || (ra_at - lo <= span && frame_code_address(*(const uintptr_t *)ra_at) == 0);
+}
+
 /* From the outside in, down to frame p at the lowest: the lowest frame k
  * of record m from which the slots of frames k .. last still hold what m's
  * walk read from them, frames from `from` on being known to (from =
@@ -804,30 +913,22 @@ static inline int memo_verify(const struct walk_memo *m, int p, int from, uintpt
   int last = m->count - 1;
   if (from > last) {
     /* the outermost frame read a null return address */
-    if (f[last].ra_at && (f[last].ra_at - lo > span || *(const uintptr_t *)f[last].ra_at != 0))
+    if (!memo_end_holds(f[last].ra_at, lo, span))
       return -1;
     from = last;
   }
   int ok_from = from;
   if (m->top == lo + span && f[p].sp >= lo) {
     /* Every slot is known to be readable (walk_memo.top). */
-    for (int k = from - 1; k >= p; k--) {
-      const uintptr_t *fp_slot = f[k].fp_at ? (const uintptr_t *)f[k].fp_at : &f[k + 1].fp;
-      if (*(const uintptr_t *)f[k].ra_at != f[k + 1].pc || *fp_slot != f[k + 1].fp)
-        break;
+    for (int k = from - 1; k >= p && memo_step_holds(f, k); k--)
       ok_from = k;
-    }
     return ok_from;
   }
   for (int k = from - 1; k >= p; k--) {
     uintptr_t ra_at = f[k].ra_at, fp_at = f[k].fp_at;
     if (ra_at - lo > span)
       break; /* only the outermost frame may end without a slot */
-    if (fp_at && fp_at - lo > span)
-      break;
-    /* Without a saved FP, compare the next frame's FP with itself. */
-    const uintptr_t *fp_slot = fp_at ? (const uintptr_t *)fp_at : &f[k + 1].fp;
-    if (*(const uintptr_t *)ra_at != f[k + 1].pc || *fp_slot != f[k + 1].fp)
+    if ((fp_at && fp_at - lo > span) || !memo_step_holds(f, k))
       break;
     ok_from = k;
   }
@@ -849,13 +950,10 @@ __attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo 
     uintptr_t *out = pcs + i - p;
     uintptr_t end_at = f[last].ra_at; /* the outermost frame read a null return address */
     ok_from = last;
-    if (end_at && (end_at - lo > top - lo || *(const uintptr_t *)end_at != 0))
+    if (!memo_end_holds(end_at, lo, top - lo))
       ok_from = -1;
     else
-      for (int k = last - 1; k >= p; k--) {
-        const uintptr_t *fp_slot = f[k].fp_at ? (const uintptr_t *)f[k].fp_at : &f[k + 1].fp;
-        if (*(const uintptr_t *)f[k].ra_at != f[k + 1].pc || *fp_slot != f[k + 1].fp)
-          break;
+      for (int k = last - 1; k >= p && memo_step_holds(f, k); k--) {
         out[k + 1] = f[k + 1].pc - 1;
         ok_from = k;
       }
@@ -881,7 +979,7 @@ __attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo 
     for (int k = 1; k <= copy; k++)
       pcs[n++] = f[p + k].pc - 1;
   }
-  const struct frame_regs at = {f[p + copy].pc, f[p + copy].sp, f[p + copy].fp};
+  const struct frame_regs at = {.pc = f[p + copy].pc, .sp = f[p + copy].sp, .fp = f[p + copy].fp};
   struct walk_memo *cur = w->cur, *rec = prev;
   if (cur) {
     int keep = i + tail <= MEMO_FRAMES ? tail : MEMO_FRAMES - i;
@@ -965,7 +1063,7 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
         thread_stats.frames_fast += (uint64_t)(out - start);
         w->frame += (int)(out - start);
         start = out;
-        w->regs = (struct frame_regs){pc, sp, fp};
+        w->regs = (struct frame_regs){.pc = pc, .sp = sp, .fp = fp};
         *n_io = (int)(out - pcs);
         int joined = memo_join(w, prev, p, pcs, n_io, max, lo, top);
         if (joined >= 0)
@@ -985,11 +1083,10 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
     uint64_t v = tc_val[ti];
     if (__builtin_expect(tc_key[ti] != pc, 0)) {
       uint32_t bits;
-      if (!cache_get(pc_cache, pc - 1, &bits) || (bits & RC_OTHER)) {
+      if (!cache_get(pc_cache, pc - 1, &bits) || (v = tc_value(bits)) == 0) {
         end = RUN_SLOW;
         break;
       }
-      v = tc_value(bits);
       if (w->tc) {
         w->tc[ti] = pc;
         w->tc[ti + 1] = v;
@@ -997,18 +1094,33 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
     }
     /* A branch, not a conditional move: the kind of frame is predictable
      * and a branch keeps the test off the chain of dependent loads. */
-    uintptr_t cfa = sp;
+    uintptr_t base = sp;
     if (v & TC_FP_BASE) {
-      cfa = fp;
-      __asm__("" : "+r"(cfa)); /* keeps it a branch */
+      base = fp;
+      __asm__("" : "+r"(base)); /* keeps it a branch */
     }
-    cfa += (uint32_t)v;
+    uintptr_t cfa = base + (uint32_t)v;
+    uintptr_t next_fp = fp, fp_at = 0;
+#if FRAME_LINK_REGISTER
+    uintptr_t ra_at = base + (uintptr_t)(v >> TC_RA_SHIFT);
+    if (cfa <= sp || ra_at < sp || ra_at > top) {
+      end = RUN_SLOW; /* step_slow decides: bad stack or not */
+      break;
+    }
+    if (v & TC_FP_SAVED) {
+      fp_at = ra_at - sizeof(uintptr_t);
+      if (fp_at < sp) { /* step_slow decides (and see walk_memo.top) */
+        end = RUN_SLOW;
+        break;
+      }
+      next_fp = *(const uintptr_t *)fp_at;
+    }
+#else
     uintptr_t ra_at = cfa - sizeof(uintptr_t);
     if (cfa <= sp || ra_at < lo || ra_at > top) {
       end = RUN_SLOW; /* step_slow decides: bad stack or not */
       break;
     }
-    uintptr_t next_fp = fp, fp_at = 0;
     if (v >> TC_FP_SHIFT) {
       fp_at = cfa - (uintptr_t)(v >> TC_FP_SHIFT);
       if (fp_at < sp || fp_at > ra_at) { /* step_slow decides (and see walk_memo.top) */
@@ -1017,7 +1129,8 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
       }
       next_fp = *(const uintptr_t *)fp_at;
     }
-    uintptr_t next_pc = *(const uintptr_t *)ra_at;
+#endif
+    uintptr_t next_pc = frame_code_address(*(const uintptr_t *)ra_at);
     if (rec < rec_end)
       *rec++ = (struct memo_frame){pc, sp, fp, ra_at, fp_at};
     if (next_pc == 0) {
@@ -1035,7 +1148,7 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
   }
   thread_stats.frames_fast += (uint64_t)(out - start);
   w->frame += (int)(out - start);
-  w->regs = (struct frame_regs){pc, sp, fp};
+  w->regs = (struct frame_regs){.pc = pc, .sp = sp, .fp = fp};
   *n_io = (int)(out - pcs);
   return end;
 }
@@ -1060,6 +1173,7 @@ static int unwinder_walk(struct walk *w, const struct module_snapshot *s, uintpt
   for (;;) {
     unw_word_t ip;
     unw_get_reg(&cursor, UNW_REG_IP, &ip);
+    ip = frame_code_address(ip);
     if (skipping && ip == skip_until)
       skipping = 0;
     if (!skipping) {
@@ -1278,7 +1392,6 @@ static inline void walk_init(struct walk *w, int exact, const ucontext_t *uc) {
   w->placed_from = 0;
 }
 
-#if FRAME_RECORD_AT_FP
 /* The commonest hook walk: a loop allocating again from where it did
  * before. When the walk starts at exactly the registers (pc, sp, fp) of
  * the first frame of the record filed under its start, and every stack
@@ -1321,12 +1434,9 @@ static inline int memo_repeat(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_
     /* memo_verify's loop for this case, writing the frames as it goes:
      * all of them are written when every slot holds. */
     ok_from = last;
-    if (f[last].ra_at && (f[last].ra_at - sp > top - sp || *(const uintptr_t *)f[last].ra_at != 0))
+    if (!memo_end_holds(f[last].ra_at, sp, top - sp))
       ok_from = -1;
-    for (int k = last - 1; ok_from >= 0 && k >= 0; k--) {
-      const uintptr_t *fp_slot = f[k].fp_at ? (const uintptr_t *)f[k].fp_at : &f[k + 1].fp;
-      if (*(const uintptr_t *)f[k].ra_at != f[k + 1].pc || *fp_slot != f[k + 1].fp)
-        break;
+    for (int k = last - 1; ok_from >= 0 && k >= 0 && memo_step_holds(f, k); k--) {
       pcs[k + 1] = f[k + 1].pc - 1;
       ok_from = k;
     }
@@ -1355,15 +1465,13 @@ static inline int memo_repeat(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_
   return n;
 }
 
-/* A walk from a frame record (frame.h): from the registers of the caller
- * of the function that owns the record. */
-static int walk_from_record(const uintptr_t *record, uintptr_t *pcs, int max, void *caller_ret,
-                            int *truncated) {
+/* A hook walk from the registers of the hook's caller, if `caller` is at
+ * caller_ret (memo_repeat first), else stepping on to it. */
+static int walk_from_caller(const struct frame_regs *caller, uintptr_t *pcs, int max,
+                            void *caller_ret, int *truncated) {
   struct repeat_check checked = {NULL, -1, 0, 0};
-  struct frame_regs caller;
-  frame_regs_from_record(&caller, record);
-  if (caller.pc == (uintptr_t)caller_ret) {
-    int n = memo_repeat(caller.pc, caller.sp, caller.fp, pcs, max, &checked);
+  if (caller->pc == (uintptr_t)caller_ret) {
+    int n = memo_repeat(caller->pc, caller->sp, caller->fp, pcs, max, &checked);
     if (n >= 0) {
       if (truncated)
         *truncated = 0;
@@ -1372,7 +1480,7 @@ static int walk_from_record(const uintptr_t *record, uintptr_t *pcs, int max, vo
   }
   struct walk w;
   walk_init(&w, 0, NULL);
-  w.regs = caller;
+  w.regs = *caller;
   w.verified = checked.record;
   w.verified_from = checked.ok_from;
   w.verified_gen = checked.gen;
@@ -1380,9 +1488,46 @@ static int walk_from_record(const uintptr_t *record, uintptr_t *pcs, int max, vo
   w.placed_from = checked.placed_from;
   return walk_run(&w, pcs, max, (uintptr_t)caller_ret, truncated);
 }
+
+#ifdef FRAME_RECORD_CALLER_SP
+/* A walk from a frame record (frame.h): from the registers of the caller
+ * of the function that owns the record. */
+static int walk_from_record(const uintptr_t *record, uintptr_t *pcs, int max, void *caller_ret,
+                            int *truncated) {
+  struct frame_regs caller;
+  frame_regs_from_record(&caller, record);
+  return walk_from_caller(&caller, pcs, max, caller_ret, truncated);
+}
+#else
+/* Where a frame record does not give the caller's stack pointer (AArch64:
+ * GCC puts the record at the bottom of the frame), a hook walk starts from
+ * registers captured in the profiler's own frame (`here`, an exact PC) and
+ * steps out of the profiler's frames to caller_ret with cached recipes
+ * only, then goes on as from a record. A recipe not cached yet sends it
+ * the general way, which derives it. The frame `here` describes must still
+ * be live: the caller does not return (or tail-call) before the walk ends. */
+static int walk_from_here(const struct frame_regs *here, uintptr_t *pcs, int max,
+                          void *caller_ret, int *truncated) {
+  struct region stack;
+  struct frame_regs r = *here;
+  if (region_of(r.sp, 0, &stack)) {
+    for (int i = 0; i <= HOOK_SKIP_LIMIT; i++) {
+      if (i > 0 && r.pc == (uintptr_t)caller_ret)
+        return walk_from_caller(&r, pcs, max, caller_ret, truncated);
+      uint32_t bits;
+      if (!cache_get(pc_cache, i == 0 ? r.pc : r.pc - 1, &bits) ||
+          frame_step(&r, recipe_expand(bits), stack.lo, stack.hi) != FRAME_STEP_OK)
+        break;
+    }
+  }
+  struct walk w;
+  walk_init(&w, 1, NULL);
+  w.regs = *here;
+  return walk_run(&w, pcs, max, (uintptr_t)caller_ret, truncated);
+}
 #endif
 
-#if FRAME_RECORD_AT_FP && defined(__GNUC__) && !defined(__clang__)
+#if defined(FRAME_RECORD_CALLER_SP) && defined(__GNUC__) && !defined(__clang__)
 /* With a frame pointer of its own (GCC's optimize attribute: this file is
  * built without), this function knows its caller's registers without a
  * step: they follow from its frame record. That saves a lookup and a step
@@ -1393,6 +1538,15 @@ igprof_walk_fast_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *trunc
   /* Not a tail call: that would pop this frame's record before the walk
    * reads it, and the callee's pushes would overwrite it. */
   __asm__ volatile("" : "+r"(n));
+  return n;
+}
+#elif !defined(FRAME_RECORD_CALLER_SP)
+__attribute__((noinline)) int igprof_walk_fast_from_hook(uintptr_t *pcs, int max,
+                                                         void *caller_ret, int *truncated) {
+  struct frame_regs here;
+  FRAME_REGS_HERE(&here);
+  int n = walk_from_here(&here, pcs, max, caller_ret, truncated);
+  __asm__ volatile("" : "+r"(n)); /* not a tail call: the walk steps through this frame */
   return n;
 }
 #else
@@ -1406,15 +1560,21 @@ __attribute__((noinline)) int igprof_walk_fast_from_hook(uintptr_t *pcs, int max
 #endif
 
 /* A replacement compiled with a frame pointer keeps a frame record at its
- * own frame address (frame.h). The walk starts from the registers it holds:
- * no step through the profiler's own frames. */
+ * own frame address (frame.h). Where the record gives the caller's stack
+ * pointer, the walk starts from the registers it holds: no step through
+ * the profiler's own frames. Elsewhere the record only vouches for the
+ * caller, and the walk steps out to it from here, as a hook walk does. */
 int igprof_walk_fast_from_frame(uintptr_t *pcs, int max, void *caller_ret, const void *frame,
                                 int *truncated) {
 #if FRAME_RECORD_AT_FP
   const uintptr_t *f = frame;
-  if (!f || f[FRAME_RECORD_RA] != (uintptr_t)caller_ret)
+  if (!f || frame_code_address(f[FRAME_RECORD_RA]) != (uintptr_t)caller_ret)
     return -1;
+#ifdef FRAME_RECORD_CALLER_SP
   return walk_from_record(f, pcs, max, caller_ret, truncated);
+#else
+  return igprof_walk_fast_from_hook(pcs, max, caller_ret, truncated);
+#endif
 #else
   (void)pcs, (void)max, (void)caller_ret, (void)frame, (void)truncated;
   return -1;

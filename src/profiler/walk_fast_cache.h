@@ -1,15 +1,15 @@
 /* The fast walker's PC → recipe cache: one 64-bit word per entry.
  *
- * A word holds the lookup PC's bits above PC_CACHE_BITS (33 bits of an
- * x86_64 user address: the slot index gives back the low bits, see
- * cache_slot) and a 31-bit compressed recipe below, so a reader needs a
+ * A word holds the lookup PC's bits above PC_CACHE_BITS (32 bits of a
+ * 48-bit user address: the slot index gives back the low bits, see
+ * cache_slot) and a 32-bit compressed recipe below, so a reader needs a
  * single atomic load to get a key and a value that belong together: no
  * sequence counter, no torn reads, nobody ever waits. Writers simply store;
  * a racing writer may overwrite, which only costs a later miss.
  *
- * Recipes that do not fit (a CFA offset of 8 MiB or more, a return address
- * not where a call leaves it, FRAME_CALL_RA_OFFSET) are never cached; the
- * walker derives them each time.
+ * Recipes that do not fit (a CFA offset of 8 MiB or more, save slots the
+ * forms below cannot place) are never cached; the walker derives them each
+ * time.
  *
  * Entries are never made stale by a module change: the table is cleared
  * when a new module snapshot is published, and a writer that computed its
@@ -25,66 +25,114 @@
 
 #define PC_CACHE_BITS 16
 #define PC_CACHE_SIZE (1u << PC_CACHE_BITS)
-#define RECIPE_BITS 31
+#define RECIPE_BITS 32
+#define RECIPE_MASK ((((uint64_t)1) << RECIPE_BITS) - 1)
 #define PC_CACHE_MAX_PC (((uint64_t)1 << (64 - RECIPE_BITS + PC_CACHE_BITS)) - 1)
-_Static_assert(PC_CACHE_MAX_PC >= ((uint64_t)1 << 47) - 1, "keys must hold a user address");
+_Static_assert(PC_CACHE_MAX_PC >= ((uint64_t)1 << 48) - 1, "keys must hold a user address");
 
-/* Compressed recipe layout (31 bits):
- *   bit 30      1: "other" — bits 0-3 kind, bits 4-7 flags (no offsets)
+/* Compressed recipe layout (32 bits):
+ *   bits 30-31  form (below)
  *   bit 29      CFA is FP-based (else SP-based)
  *   bit 28      FRAME_FP_SAVED
  *   bits 8-27   CFA offset / 8
- *   bits 0-7    -(FP save offset) / 8
- * The return address is at CFA + FRAME_CALL_RA_OFFSET in every compressed
- * CFA recipe. */
-#define RC_OTHER (1u << 30)
+ *   bits 0-7    a save slot / 8, as the form says
+ * Forms:
+ *   CALL   the return address at CFA + FRAME_CALL_RA_OFFSET, where a call
+ *          that pushes it leaves it (x86_64: every frame); the FP saved at
+ *          CFA - slot * 8.
+ *   BASE   the return address at base + slot * 8, base being the register
+ *          the CFA is computed from, and the FP, if saved, just below it:
+ *          an AArch64 frame record [x29, x30] wherever the prologue put it
+ *          (at the bottom of the frame, slot 1, as GCC does), or x30 saved
+ *          alone.
+ *   LR     the return address still in the link register (FRAME_RA_IN_LR),
+ *          the FP unchanged; no slot.
+ *   OTHER  no CFA: bits 0-3 kind, bits 4-7 flags. */
+#define RC_FORM_SHIFT 30
+#define RC_FORM_CALL (0u << RC_FORM_SHIFT)
+#define RC_FORM_BASE (1u << RC_FORM_SHIFT)
+#define RC_FORM_LR (2u << RC_FORM_SHIFT)
+#define RC_FORM_OTHER (3u << RC_FORM_SHIFT)
+#define RC_FORM_MASK (3u << RC_FORM_SHIFT)
 #define RC_FP_BASE (1u << 29)
 #define RC_FP_SAVED (1u << 28)
 #define RC_CFA_SHIFT 8
 #define RC_CFA_MAX ((1u << 20) - 1) /* in units of 8 bytes */
-#define RC_FP_MAX 255u              /* in units of 8 bytes */
+#define RC_SLOT_MAX 255u            /* in units of 8 bytes */
 
-/* CFA offset and FP save distance (bytes below the CFA) of a compressed
- * SP/FP recipe. */
+static inline uint32_t recipe_form(uint32_t bits) { return bits & RC_FORM_MASK; }
+
+/* CFA offset and save slot (in bytes, as the form reads it) of a
+ * compressed CFA recipe. */
 static inline uint32_t recipe_cfa_bytes(uint32_t bits) {
   return ((bits >> RC_CFA_SHIFT) & RC_CFA_MAX) * 8;
 }
-static inline uint32_t recipe_fp_bytes(uint32_t bits) { return (bits & RC_FP_MAX) * 8; }
+static inline uint32_t recipe_slot_bytes(uint32_t bits) { return (bits & RC_SLOT_MAX) * 8; }
+
+/* Whether `off` is a multiple of 8 between 0 and max * 8. */
+static inline int recipe_fits(int64_t off, uint32_t max) {
+  return off >= 0 && off % 8 == 0 && off / 8 <= (int64_t)max;
+}
 
 static inline int recipe_compress(struct frame_recipe rc, uint32_t *out) {
   if (rc.kind != FRAME_CFA_SP && rc.kind != FRAME_CFA_FP) {
-    *out = RC_OTHER | rc.kind | (uint32_t)rc.flags << 4;
+    *out = RC_FORM_OTHER | rc.kind | (uint32_t)rc.flags << 4;
     return 1;
   }
-  if (rc.ra_offset != FRAME_CALL_RA_OFFSET || rc.cfa_offset < 0 || rc.cfa_offset % 8 ||
-      (uint32_t)rc.cfa_offset / 8 > RC_CFA_MAX)
+  if (!recipe_fits(rc.cfa_offset, RC_CFA_MAX))
     return 0;
   uint32_t bits = (uint32_t)rc.cfa_offset / 8 << RC_CFA_SHIFT;
   if (rc.kind == FRAME_CFA_FP)
     bits |= RC_FP_BASE;
-  if (rc.flags & FRAME_FP_SAVED) {
-    if (rc.fp_offset > -8 || rc.fp_offset % 8 || (uint32_t)(-rc.fp_offset / 8) > RC_FP_MAX)
+  int fp_saved = (rc.flags & FRAME_FP_SAVED) != 0;
+  if (rc.flags & FRAME_RA_IN_LR) {
+    if (fp_saved)
       return 0;
-    bits |= RC_FP_SAVED | (uint32_t)(-rc.fp_offset / 8);
+    *out = bits | RC_FORM_LR;
+    return 1;
   }
-  *out = bits;
+  if (rc.ra_offset == FRAME_CALL_RA_OFFSET &&
+      (!fp_saved || (rc.fp_offset < 0 && recipe_fits(-(int64_t)rc.fp_offset, RC_SLOT_MAX)))) {
+    if (fp_saved)
+      bits |= RC_FP_SAVED | (uint32_t)(-rc.fp_offset / 8);
+    *out = bits | RC_FORM_CALL;
+    return 1;
+  }
+  int64_t ra_from_base = (int64_t)rc.cfa_offset + rc.ra_offset;
+  if (!recipe_fits(ra_from_base, RC_SLOT_MAX) ||
+      (fp_saved && rc.fp_offset != rc.ra_offset - (int32_t)sizeof(uintptr_t)))
+    return 0;
+  if (fp_saved)
+    bits |= RC_FP_SAVED;
+  *out = bits | RC_FORM_BASE | (uint32_t)(ra_from_base / 8);
   return 1;
 }
 
 static inline struct frame_recipe recipe_expand(uint32_t bits) {
   struct frame_recipe rc = {0, 0, 0, 0, 0};
-  if (bits & RC_OTHER) {
+  uint32_t form = recipe_form(bits);
+  if (form == RC_FORM_OTHER) {
     rc.kind = bits & 0xf;
     rc.flags = (bits >> 4) & 0xf;
     return rc;
   }
   rc.kind = (bits & RC_FP_BASE) ? FRAME_CFA_FP : FRAME_CFA_SP;
   rc.cfa_offset = (int32_t)recipe_cfa_bytes(bits);
-  rc.ra_offset = FRAME_CALL_RA_OFFSET;
-  if (bits & RC_FP_SAVED) {
-    rc.flags = FRAME_FP_SAVED;
-    rc.fp_offset = (int16_t)(-(int32_t)recipe_fp_bytes(bits));
+  if (form == RC_FORM_LR) {
+    rc.flags = FRAME_RA_IN_LR;
+    return rc;
   }
+  if (form == RC_FORM_CALL) {
+    rc.ra_offset = FRAME_CALL_RA_OFFSET;
+    if (bits & RC_FP_SAVED)
+      rc.fp_offset = -(int32_t)recipe_slot_bytes(bits);
+  } else {
+    rc.ra_offset = (int32_t)recipe_slot_bytes(bits) - rc.cfa_offset;
+    if (bits & RC_FP_SAVED)
+      rc.fp_offset = rc.ra_offset - (int32_t)sizeof(uintptr_t);
+  }
+  if (bits & RC_FP_SAVED)
+    rc.flags = FRAME_FP_SAVED;
   return rc;
 }
 
@@ -103,7 +151,7 @@ static inline _Atomic uint64_t *cache_slot(_Atomic uint64_t *cache, uintptr_t pc
 static inline int cache_get(_Atomic uint64_t *cache, uintptr_t pc, uint32_t *bits) {
   uint64_t e = atomic_load_explicit(cache_slot(cache, pc), memory_order_relaxed);
   uintptr_t key = pc >> PC_CACHE_BITS;
-  *bits = (uint32_t)(e & ((1u << RECIPE_BITS) - 1));
+  *bits = (uint32_t)(e & RECIPE_MASK);
   return (e >> RECIPE_BITS) == key && key != 0;
 }
 

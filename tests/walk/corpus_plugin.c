@@ -6,10 +6,15 @@
  * same offsets with different frame sizes. Loaded one after the other at
  * the same address, their return addresses coincide and their recipes do
  * not, so a walker that kept a recipe across the module change would walk
- * the second one wrongly. Both sizes need a 32-bit immediate, so the code
- * has the same length. */
+ * the second one wrongly. Both sizes need a 32-bit immediate (x86_64), or
+ * both are beyond what a pre-indexed stp can allocate (AArch64: sub sp
+ * first, then the frame record at sp), so the code has the same length. */
 #ifndef PLUGIN_PAD
+#if defined(__aarch64__)
+#define PLUGIN_PAD 600
+#else
 #define PLUGIN_PAD 200
+#endif
 #endif
 
 __attribute__((noinline)) static void plugin_leaf(int n) {

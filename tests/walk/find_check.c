@@ -9,7 +9,8 @@
  * usage: walk_find_check MIN_ROWS [ELF...] — fails on any mismatch, if a
  * loaded module above is missing, or if fewer than MIN_ROWS rows in all
  * were checked.
- *        walk_find_check --fuzz ROUNDS ELF — see fuzz_file.
+ *        walk_find_check --fuzz ROUNDS ELF — see fuzz_file (ELF: a path, or
+ * the file name of a module loaded here).
  *        walk_find_check --synthetic — see synthetic. */
 #define _GNU_SOURCE
 #include <elf.h>
@@ -44,8 +45,8 @@ static double now(void) {
 }
 
 static void print_recipe(const char *label, struct frame_recipe rc) {
-  printf("    %s: kind %u flags %u cfa %d ra %d fp %d\n", label, rc.kind, rc.flags, rc.cfa_offset,
-         rc.ra_offset, rc.fp_offset);
+  printf("    %s: kind %u flags %u cfa %d ra %d fp %d\n", label, rc.kind, rc.flags,
+         (int)rc.cfa_offset, (int)rc.ra_offset, (int)rc.fp_offset);
 }
 
 /* Compare every row; returns the number of rows checked. */
@@ -69,11 +70,11 @@ static long check_module(const struct module *m) {
       struct frame_recipe rc;
       (void)eh_frame_find(m->hdr, m->bias, m->segs, m->nsegs, m->bias + at[k], &rc);
       finds++;
-      if (frame_recipe_pack(rc) != t.recipes[i]) {
+      if (!frame_recipe_same(rc, t.recipes[i])) {
         if (mismatches++ < 5) {
           printf("  mismatch in %s at offset %#lx (row %u starting at %#lx):\n", m->name,
                  (unsigned long)at[k], i, (unsigned long)first);
-          print_recipe("table", frame_recipe_unpack(t.recipes[i]));
+          print_recipe("table", t.recipes[i]);
           print_recipe("find ", rc);
         }
       }
@@ -92,8 +93,13 @@ static long check_module(const struct module *m) {
 
 /* ---- modules of this process --------------------------------------------- */
 
-static const char *const wanted[] = {"(main program)", "libc.so.6", "ld-linux-x86-64.so.2",
-                                     "libstdc++.so.6", "libgcc_s.so.1"};
+#if defined(__x86_64__)
+#define LOADER_NAME "ld-linux-x86-64.so.2"
+#elif defined(__aarch64__)
+#define LOADER_NAME "ld-linux-aarch64.so.1"
+#endif
+static const char *const wanted[] = {"(main program)", "libc.so.6", LOADER_NAME, "libstdc++.so.6",
+                                     "libgcc_s.so.1"};
 #define N_WANTED (sizeof wanted / sizeof wanted[0])
 static int seen[N_WANTED];
 
@@ -230,7 +236,21 @@ static uint64_t rng(void) { /* xorshift64: reproducible runs */
  * derivation must still return a recipe kind the walker knows. Fails if
  * the corruption never made a derivation fail (the parser was not
  * reached) or if no derivation gave an SP/FP recipe. */
+/* The path of the loaded module whose file name is `name`. */
+static int find_loaded(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  const char **path = arg;
+  if (strcmp(base_name(info->dlpi_name), *path) != 0)
+    return 0;
+  *path = info->dlpi_name;
+  return 1;
+}
+
 static int fuzz_file(const char *path, int rounds) {
+  if (!strchr(path, '/') && !dl_iterate_phdr(find_loaded, &path)) {
+    printf("FAIL: %s is not loaded\n", path);
+    return 0;
+  }
   struct module m;
   void *area;
   size_t size;
@@ -324,37 +344,62 @@ static size_t put_fde(struct builder *b, uintptr_t bias, size_t cie, uint32_t be
   return start;
 }
 
-static int expect_recipe(const struct module *m, uint32_t off, unsigned kind, int cfa, int fp) {
+static int expect_recipe(const struct module *m, uint32_t off, struct frame_recipe want) {
   struct frame_recipe rc;
   (void)eh_frame_find(m->hdr, m->bias, m->segs, m->nsegs, m->bias + CODE + off, &rc);
-  int ok = rc.kind == kind && (kind < FRAME_CFA_SP ||
-                               (rc.cfa_offset == cfa && rc.ra_offset == -8 &&
-                                (fp ? (rc.flags & FRAME_FP_SAVED) && rc.fp_offset == fp
-                                    : !(rc.flags & FRAME_FP_SAVED))));
+  int ok = frame_recipe_same(rc, want);
   if (!ok) {
-    printf("FAIL: code offset %#x: want kind %u cfa %d fp %d\n", off, kind, cfa, fp);
-    print_recipe("got", rc);
+    printf("FAIL: code offset %#x:\n", off);
+    print_recipe("want", want);
+    print_recipe("got ", rc);
   }
   return ok;
 }
+
+/* The architecture's part of the hand-made module: its CIE and function
+ * A's program (the prologue of a function with a frame pointer), the
+ * recipes they give, and where. */
+#if defined(__x86_64__)
+/* CIE: "zR", code align 1, data align -8, RA column 16, FDE pointers
+ * pcrel|sdata4; CFA = rsp + 8, RA at CFA - 8. */
+static const uint8_t cie_body[] = {0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 16, 1, 0x1b,
+                                   0x0c, 7, 8, 0x90, 1, 0, 0};
+/* A: push rbp at +0, mov rsp,rbp at +1, frame on rbp from +4. */
+static const uint8_t prog_a[] = {0x41, 0x0e, 16, 0x86, 2, 0x43, 0x0d, 6};
+static const struct frame_recipe at_entry = {8, 0, -8, FRAME_CFA_SP, 0};
+enum {
+  INSN = 1,         /* code alignment factor */
+  SAVED_AT = 0x001, /* A, after push rbp */
+  BAD_AT = 0x002,   /* the malformed FDE, inside A: advance 1, then no such instruction */
+  IN_SAVED = 0x003, /* A, past the malformed FDE's advance */
+  ON_FP_AT = 0x004, /* A, on rbp */
+};
+#elif defined(__aarch64__)
+/* CIE: "zR", code align 4, data align -8, RA column 30 (x30), FDE pointers
+ * pcrel|sdata4; CFA = sp + 0, the return address still in x30. */
+static const uint8_t cie_body[] = {0, 0, 0, 0, 1, 'z', 'R', 0, 4, 0x78, 30, 1, 0x1b,
+                                   0x0c, 31, 0, 0, 0, 0, 0};
+/* A: stp x29, x30, [sp, #-16]! at +0, mov x29, sp at +0xc, frame on x29
+ * from +0x10. */
+static const uint8_t prog_a[] = {0x41, 0x0e, 16, 0x9d, 2, 0x9e, 1, 0x43, 0x0d, 29};
+static const struct frame_recipe at_entry = {0, 0, 0, FRAME_CFA_SP, FRAME_RA_IN_LR};
+enum { INSN = 4, SAVED_AT = 0x004, BAD_AT = 0x006, IN_SAVED = 0x00b, ON_FP_AT = 0x010 };
+#endif
+static const struct frame_recipe saved = {16, -16, -8, FRAME_CFA_SP, FRAME_FP_SAVED};
+static const struct frame_recipe on_fp = {16, -16, -8, FRAME_CFA_FP, FRAME_FP_SAVED};
+static const struct frame_recipe no_info = {0, 0, 0, FRAME_NO_INFO, 0};
 
 static int synthetic(void) {
   static uint8_t buf[4096] __attribute__((aligned(8)));
   struct builder b = {buf, EH_FRAME};
   uintptr_t bias = (uintptr_t)buf;
-  /* CIE: "zR", code align 1, data align -8, RA column 16, FDE pointers
-   * pcrel|sdata4; CFA = rsp + 8, RA at CFA - 8. */
   size_t cie = b.at;
-  static const uint8_t cie_body[] = {0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 16, 1, 0x1b,
-                                     0x0c, 7, 8, 0x90, 1, 0, 0};
   put_u32(&b, sizeof cie_body);
   put(&b, cie_body, sizeof cie_body);
-  /* A: push rbp at +0, mov rsp,rbp at +1, frame on rbp from +4. */
-  static const uint8_t prog_a[] = {0x41, 0x0e, 16, 0x86, 2, 0x43, 0x0d, 6};
   static const uint8_t prog_leaf[] = {0};
   static const uint8_t prog_bad[] = {0x41, 0x20}; /* advance 1, then no such instruction */
   size_t fde_a = put_fde(&b, bias, cie, 0x000, 0x100, prog_a, sizeof prog_a);
-  size_t fde_m = put_fde(&b, bias, cie, 0x002, 0x010, prog_bad, sizeof prog_bad); /* in A */
+  size_t fde_m = put_fde(&b, bias, cie, BAD_AT, 0x010, prog_bad, sizeof prog_bad); /* in A */
   size_t fde_z = put_fde(&b, bias, cie, 0x050, 0, prog_leaf, 1); /* empty range inside A */
   size_t fde_b = put_fde(&b, bias, cie, 0x080, 0x010, prog_leaf, 1); /* nested in A */
   size_t fde_c = put_fde(&b, bias, cie, 0x1000, 0x010, prog_leaf, 1); /* after a gap */
@@ -369,7 +414,7 @@ static int synthetic(void) {
   put_u8(&h, 0x3b);
   put_s32(&h, (int32_t)(EH_FRAME - h.at));
   put_u32(&h, 5);
-  const uint32_t begins[5] = {0x000, 0x002, 0x050, 0x080, 0x1000};
+  const uint32_t begins[5] = {0x000, BAD_AT, 0x050, 0x080, 0x1000};
   const size_t fdes[5] = {fde_a, fde_m, fde_z, fde_b, fde_c};
   for (int i = 0; i < 5; i++) {
     put_s32(&h, (int32_t)(CODE + begins[i]));
@@ -378,43 +423,43 @@ static int synthetic(void) {
   struct module m = {"(hand-made)", bias, buf, {{(uintptr_t)buf, (uintptr_t)buf + end}}, 1};
 
   int ok = 1;
-  ok &= expect_recipe(&m, 0x000, FRAME_CFA_SP, 8, 0);    /* A's entry */
-  ok &= expect_recipe(&m, 0x001, FRAME_CFA_SP, 16, -16); /* after push rbp */
-  ok &= expect_recipe(&m, 0x003, FRAME_CFA_SP, 16, -16); /* A, past the malformed FDE */
-  ok &= expect_recipe(&m, 0x004, FRAME_CFA_FP, 16, -16); /* on rbp */
-  ok &= expect_recipe(&m, 0x060, FRAME_CFA_FP, 16, -16); /* A again, past the empty FDE */
-  ok &= expect_recipe(&m, 0x080, FRAME_CFA_SP, 8, 0);    /* B */
-  ok &= expect_recipe(&m, 0x08f, FRAME_CFA_SP, 8, 0);
-  ok &= expect_recipe(&m, 0x090, FRAME_NO_INFO, 0, 0);   /* after B: B's end wins over A */
-  ok &= expect_recipe(&m, 0x0ff, FRAME_NO_INFO, 0, 0);
-  ok &= expect_recipe(&m, 0x800, FRAME_NO_INFO, 0, 0);   /* between FDEs */
-  ok &= expect_recipe(&m, 0x1005, FRAME_CFA_SP, 8, 0);   /* C */
-  ok &= expect_recipe(&m, 0x1010, FRAME_NO_INFO, 0, 0);  /* after the last FDE */
+  ok &= expect_recipe(&m, 0x000, at_entry);  /* A's entry */
+  ok &= expect_recipe(&m, SAVED_AT, saved);  /* after the FP is saved */
+  ok &= expect_recipe(&m, IN_SAVED, saved);  /* A, past the malformed FDE */
+  ok &= expect_recipe(&m, ON_FP_AT, on_fp);  /* on the frame pointer */
+  ok &= expect_recipe(&m, 0x060, on_fp);     /* A again, past the empty FDE */
+  ok &= expect_recipe(&m, 0x080, at_entry);  /* B */
+  ok &= expect_recipe(&m, 0x08f, at_entry);
+  ok &= expect_recipe(&m, 0x090, no_info);   /* after B: B's end wins over A */
+  ok &= expect_recipe(&m, 0x0ff, no_info);
+  ok &= expect_recipe(&m, 0x800, no_info);   /* between FDEs */
+  ok &= expect_recipe(&m, 0x1005, at_entry); /* C */
+  ok &= expect_recipe(&m, 0x1010, no_info);  /* after the last FDE */
   struct frame_recipe rc;
   (void)eh_frame_find(m.hdr, m.bias, m.segs, m.nsegs, m.bias + CODE - 1, &rc);
   ok &= rc.kind == FRAME_NO_INFO; /* before the first */
   /* And every address from before the first FDE to after the last gives
-   * what the compiled table gives, the malformed FDE's first byte apart:
-   * compiling drops that FDE whole, a derivation stops at its address
-   * before the bad instruction and answers from what it read (SP + 8). */
+   * what the compiled table gives, the malformed FDE's first instruction
+   * apart: compiling drops that FDE whole, a derivation stops there before
+   * the bad instruction and answers from what it read (the CIE's entry
+   * state). */
   struct eh_frame_table t;
   enum eh_frame_status st = eh_frame_compile(m.hdr, m.bias, m.segs, m.nsegs, &t);
   long checked = 0, mismatches = 0;
   for (uintptr_t off = CODE - 16; st == EH_FRAME_OK && off < CODE + 0x1020; off++) {
-    if (off == CODE + 0x002)
+    if (off - (CODE + BAD_AT) < INSN)
       continue;
     (void)eh_frame_find(m.hdr, m.bias, m.segs, m.nsegs, m.bias + off, &rc);
     checked++;
-    if (frame_recipe_pack(rc) != frame_recipe_pack(eh_frame_lookup(&t, off)))
+    if (!frame_recipe_same(rc, eh_frame_lookup(&t, off)))
       mismatches++;
   }
-  ok &= expect_recipe(&m, 0x002, FRAME_CFA_SP, 8, 0);
-  struct frame_recipe at2 = eh_frame_lookup(&t, CODE + 0x002);
-  ok &= at2.kind == FRAME_CFA_SP && at2.cfa_offset == 16; /* A's row, kept whole */
+  ok &= expect_recipe(&m, BAD_AT, at_entry);
+  ok &= frame_recipe_same(eh_frame_lookup(&t, CODE + BAD_AT), saved); /* A's row, kept whole */
   printf("hand-made module: status %s, %u rows, %u bad FDEs, %ld addresses compared, "
          "%ld mismatches\n",
          eh_frame_status_str(st), t.count, t.bad_fdes, checked, mismatches);
-  ok &= st == EH_FRAME_OK && t.count == 7 && t.bad_fdes == 1 && checked == 0x102f &&
+  ok &= st == EH_FRAME_OK && t.count == 7 && t.bad_fdes == 1 && checked == 0x1030 - INSN &&
         mismatches == 0;
   eh_frame_table_release(&t);
   /* A header that claims more entries than its segment holds is refused. */
