@@ -9,7 +9,6 @@
 
 #include <libunwind.h>
 
-#include "../arch/frame.h"
 #include "internal.h"
 #include "walk_fast.h"
 
@@ -43,27 +42,6 @@ void igprof_walk_set_method(enum walk_method m)
 }
 
 int igprof_walk_slack(void) { return PROFILER_FRAMES; }
-
-#if defined(__aarch64__)
-/* unw_backtrace on AArch64 (libunwind 1.6's tdep_trace) steps frames by the
- * kinds it cached for their addresses and reads their slots unchecked; in a
- * program built with -fomit-frame-pointer it follows x29 holding data and
- * faults. unw_step takes every frame from its unwind data. */
-static int stepped_backtrace(void **raw, int max)
-{
-  unw_context_t ctx;
-  unw_cursor_t cursor;
-  int n = 0;
-  if (unw_getcontext(&ctx) < 0 || unw_init_local(&cursor, &ctx) < 0) return 0;
-  do {
-    unw_word_t ip;
-    if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
-    raw[n++] = (void *) frame_code_address(ip);
-  } while (n < max && unw_step(&cursor) > 0);
-  return n;
-}
-#define unw_backtrace stepped_backtrace
-#endif
 
 /* unw_backtrace fills raw return addresses, innermost (inside libunwind)
  * first. Everything up to and including the profiler's own frames is
