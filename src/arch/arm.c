@@ -1332,9 +1332,9 @@ static enum arch_reloc_status relocate_one(struct reloc_ctx *c, struct window *w
 static int points_into(const struct insn *d, uintptr_t lo, uintptr_t hi)
 {
   uintptr_t t = d->target & ~(uintptr_t)1;
-  if (d->form == F_LIT || d->form == F_PLD || !d->known || d->form == F_SUBST)
-    return d->form == F_SUBST && d->known && t >= lo && t < hi;
-  return (is_branch(d->form) || d->form == F_ADR) && t >= lo && t < hi;
+  if (is_branch(d->form))
+    return t >= lo && t < hi;
+  return (d->form == F_ADR || d->form == F_SUBST) && d->known && t >= lo && t < hi;
 }
 
 /* The next condition of an IT block and its state after the instruction */
