@@ -19,7 +19,9 @@ static void *work(void *arg)
 {
   unsigned seed = (unsigned) (long) arg;
   while (!atomic_load(&stop)) {
-    char *p = malloc(100 + rand_r(&seed) % 200000); /* some above the mmap threshold */
+    size_t n = 100 + rand_r(&seed) % 200000; /* some above the mmap threshold */
+    if (n == 7777) ++n;                          /* the children's own size */
+    char *p = malloc(n);
     p[0] = 1;
     free(p);
     void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
