@@ -33,6 +33,14 @@ def make_input(path):
     return data
 
 
+def read_output(path):
+    """The output file's bytes; none if the program died before making it."""
+    if not os.path.exists(path):
+        return b''
+    with open(path, 'rb') as f:
+        return f.read()
+
+
 def run(prefix, program, inp, out, tmp):
     if os.path.exists(out):
         os.unlink(out)
@@ -47,8 +55,7 @@ def profiled_run(igprof, program, profile, method, native_stdout, data, inp, out
     os.mkdir(dumps)
     r = run([igprof] + profile + ['--unwind', method, '-o', os.path.join(dumps, 'ig.%p'), '--'],
             program, inp, out, tmp)
-    with open(out, 'rb') as f:
-        copied = f.read()
+    copied = read_output(out)
     written = glob.glob(os.path.join(dumps, 'ig.*'))
     problems = []
     if r.returncode != 0:
@@ -94,8 +101,7 @@ def main():
         inp, out = os.path.join(tmp, 'input'), os.path.join(tmp, 'output')
         data = make_input(inp)
         native = run([], program, inp, out, tmp)
-        with open(out, 'rb') as f:
-            copied = f.read()
+        copied = read_output(out)
         if native.returncode != 0 or native.stderr or copied != data:
             print(f'FAIL: native run: exit {native.returncode}, stderr {native.stderr!r}, '
                   f'output {len(copied)} bytes of {len(data)}')

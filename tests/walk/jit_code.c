@@ -1,4 +1,7 @@
-/* See jit_code.h. The mapping is written, then made read+execute. */
+/* See jit_code.h. The mapping is written, its instruction cache flushed,
+ * then made read+execute. One emitter per architecture: the same functions
+ * with the same frames (a frame record kept by the frame pointer, or the
+ * frame pointer zeroed). */
 #include "jit_code.h"
 
 #include <string.h>
@@ -12,6 +15,12 @@ struct emitter {
 
 static uintptr_t here(const struct emitter *e) { return (uintptr_t)e->at; }
 
+static void put_u64(struct emitter *e, uint64_t v) {
+  memcpy(e->at, &v, sizeof v);
+  e->at += sizeof v;
+}
+
+#if defined(__x86_64__)
 static void put(struct emitter *e, const uint8_t *bytes, size_t n) {
   memcpy(e->at, bytes, n);
   e->at += n;
@@ -22,11 +31,6 @@ static void put(struct emitter *e, const uint8_t *bytes, size_t n) {
     static const uint8_t bytes_[] = {__VA_ARGS__};                                             \
     put(e, bytes_, sizeof bytes_);                                                             \
   } while (0)
-
-static void put_u64(struct emitter *e, uint64_t v) {
-  memcpy(e->at, &v, sizeof v);
-  e->at += sizeof v;
-}
 
 /* The prologue: on a 64-byte boundary, %rbp saved, then either made the
  * frame pointer or zeroed, and the return address stored in f->caller. */
@@ -56,12 +60,77 @@ static void call_callback(struct emitter *e, struct jit_function *f) {
   f->call_ret = here(e);
 }
 
+/* with_fp(cb, arg), with cb and arg as they came. */
+static void call_function(struct emitter *e, struct jit_function *f, const void *target) {
+  PUT(e, 0x48, 0xb8); /* movabs $target,%rax */
+  put_u64(e, (uint64_t)(uintptr_t)target);
+  PUT(e, 0xff, 0xd0); /* call *%rax */
+  f->call_ret = here(e);
+}
+
 static void spin_loop(struct emitter *e, struct jit_function *f) {
   f->loop = here(e);
   PUT(e, 0x48, 0xff, 0xcf, /* dec %rdi */
       0x75, 0xfb);         /* jnz back to the dec */
   f->loop_end = here(e);
 }
+
+#elif defined(__aarch64__)
+static void put_insn(struct emitter *e, uint32_t insn) {
+  memcpy(e->at, &insn, sizeof insn);
+  e->at += sizeof insn;
+}
+
+/* ldr xN, 1f; b 2f; 1: .quad value; 2: */
+static void load_u64(struct emitter *e, unsigned reg, uint64_t value) {
+  put_insn(e, 0x58000040u | reg); /* ldr x<reg>, pc + 8 */
+  put_insn(e, 0x14000003u);       /* b pc + 12 */
+  put_u64(e, value);
+}
+
+/* The prologue: on a 64-byte boundary, the frame record pushed (stp x29,
+ * x30, [sp, #-16]!), then x29 either made the frame pointer or zeroed, and
+ * the return address (x30) stored in f->caller. */
+static void prologue(struct emitter *e, struct jit_function *f, int keeps_fp) {
+  while ((uintptr_t)e->at % 64)
+    put_insn(e, 0xd4200000u); /* brk #0 */
+  f->entry = e->at;
+  put_insn(e, 0xa9bf7bfdu); /* stp x29, x30, [sp, #-16]! */
+  put_insn(e, keeps_fp ? 0x910003fdu   /* mov x29, sp */
+                       : 0xd280001du); /* mov x29, #0 */
+  load_u64(e, 17, (uint64_t)(uintptr_t)&f->caller);
+  put_insn(e, 0xf900023eu); /* str x30, [x17] */
+}
+
+static void epilogue(struct emitter *e) {
+  put_insn(e, 0xa8c17bfdu); /* ldp x29, x30, [sp], #16 */
+  put_insn(e, 0xd65f03c0u); /* ret */
+}
+
+/* cb(arg) for f(cb, arg): x0, x1 are still the arguments. */
+static void call_callback(struct emitter *e, struct jit_function *f) {
+  put_insn(e, 0xaa0003f0u); /* mov x16, x0 */
+  put_insn(e, 0xaa0103e0u); /* mov x0, x1 */
+  put_insn(e, 0xd63f0200u); /* blr x16 */
+  f->call_ret = here(e);
+}
+
+/* with_fp(cb, arg), with cb and arg as they came. */
+static void call_function(struct emitter *e, struct jit_function *f, const void *target) {
+  load_u64(e, 16, (uint64_t)(uintptr_t)target);
+  put_insn(e, 0xd63f0200u); /* blr x16 */
+  f->call_ret = here(e);
+}
+
+static void spin_loop(struct emitter *e, struct jit_function *f) {
+  f->loop = here(e);
+  put_insn(e, 0xf1000400u); /* subs x0, x0, #1 */
+  put_insn(e, 0x54ffffe1u); /* b.ne back to the subs */
+  f->loop_end = here(e);
+}
+#else
+#error "jit_code.c: no emitter for this architecture"
+#endif
 
 int jit_code_make(struct jit_code *jit) {
   uint8_t *mem = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -79,10 +148,7 @@ int jit_code_make(struct jit_code *jit) {
   epilogue(&e);
 
   prologue(&e, &f[JIT_OUTER], 1);
-  PUT(&e, 0x48, 0xb8); /* movabs $with_fp,%rax */
-  put_u64(&e, (uint64_t)(uintptr_t)f[JIT_WITH_FP].entry);
-  PUT(&e, 0xff, 0xd0); /* call *%rax, with cb and arg as they came */
-  f[JIT_OUTER].call_ret = here(&e);
+  call_function(&e, &f[JIT_OUTER], f[JIT_WITH_FP].entry);
   epilogue(&e);
 
   prologue(&e, &f[JIT_SPIN_FP], 1);
@@ -93,5 +159,6 @@ int jit_code_make(struct jit_code *jit) {
   spin_loop(&e, &f[JIT_SPIN_WITHOUT_FP]);
   epilogue(&e);
 
+  __builtin___clear_cache((char *)mem, (char *)e.at);
   return mprotect(mem, PAGE, PROT_READ | PROT_EXEC) == 0;
 }

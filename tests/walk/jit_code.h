@@ -1,9 +1,14 @@
 /* Machine code made at run time, without unwind information, for the walker's
- * tests: what a JIT compiler leaves on the stack. x86_64 only.
+ * tests: what a JIT compiler leaves on the stack. x86_64 and AArch64.
  *
  * The functions are written into an anonymous executable mapping (no module,
  * no FDE). Each one first stores its own return address in its `caller`
- * field, so a test knows every frame a walk through it must report.
+ * field, so a test knows every frame a walk through it must report. A frame
+ * pointer is kept as JIT compilers keep it: the caller's frame pointer saved
+ * next to the return address (push %rbp on x86_64; stp x29, x30, [sp, #-16]!
+ * on AArch64, a frame record at the top of the frame) and the frame pointer
+ * set to it; "without a frame pointer" saves the same but puts data (0) in
+ * the frame-pointer register.
  */
 #ifndef WALK_JIT_CODE_H
 #define WALK_JIT_CODE_H
@@ -13,15 +18,15 @@
 typedef void (*jit_callback)(long);
 
 enum jit_function_id {
-  /* f(cb, arg): push %rbp; mov %rsp,%rbp; cb(arg). Keeps the frame-pointer chain. */
+  /* f(cb, arg): frame record, frame pointer to it; cb(arg). Keeps the chain. */
   JIT_WITH_FP,
-  /* f(cb, arg): push %rbp; xor %ebp,%ebp; cb(arg). %rbp holds data: no chain. */
+  /* f(cb, arg): frame record, frame pointer zeroed; cb(arg). No chain. */
   JIT_WITHOUT_FP,
   /* f(cb, arg): with a frame pointer, calls JIT_WITH_FP(cb, arg). */
   JIT_OUTER,
   /* f(n): with a frame pointer, loops n (> 0) times. */
   JIT_SPIN_FP,
-  /* f(n): with %rbp zeroed, loops n (> 0) times. */
+  /* f(n): with the frame pointer zeroed, loops n (> 0) times. */
   JIT_SPIN_WITHOUT_FP,
   JIT_FUNCTIONS
 };

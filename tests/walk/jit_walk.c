@@ -5,8 +5,8 @@
  *  - hook walks from C code called by JIT code that keeps the frame-pointer
  *    chain (one JIT frame, then two in a row) go through the JIT frames and
  *    on into the C frames that called them, to the end of the stack;
- *  - through JIT code that uses %rbp for data they stop after its frame,
- *    marked WALK_STOPPED;
+ *  - through JIT code that uses the frame-pointer register for data they
+ *    stop after its frame, marked WALK_STOPPED;
  *  - signal walks that interrupt a JIT loop do the same from the exact PC.
  * And they must be cheap: no system call made by the walker, no frame
  * handed to libunwind, the guessed recipe derived once per address
@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../arch/frame.h"
 #include "jit_code.h"
 #include "walk_fast.h"
 
@@ -156,7 +157,9 @@ static volatile int spinning = -1; /* the jit_function_id running, or -1 */
 static void on_prof(int sig, siginfo_t *si, void *ucv) {
   (void)sig, (void)si;
   const ucontext_t *uc = ucv;
-  uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+  struct frame_regs regs;
+  frame_regs_from_ucontext(&regs, uc);
+  uintptr_t pc = regs.pc;
   int id = spinning, k = nsamples;
   if (id < 0 || k >= SAMPLES || pc < jit.fn[id].loop || pc >= jit.fn[id].loop_end)
     return; /* only where the JIT frame is complete */

@@ -14,7 +14,9 @@ runs with a fixed hash seed, writes no bytecode (the first run would leave
 .pyc files the second reads), imports no site module, and both runs get
 environments of the same size.
 
-usage: methods_agree.py IGPROF CXX_PROGRAM
+usage: methods_agree.py IGPROF CXX_PROGRAM [--program NAME=PATH]...
+  --program: run PATH for NAME (sqlite3, python3), e.g. a cross build's
+  target programs instead of the host's
 """
 import os
 import re
@@ -30,9 +32,11 @@ PROGRAMS = [
      'create index tb on t(b); select count(*), max(b) from t;'],
     # -B: no bytecode written by the first run for the second to read; -S -s:
     # no site module, no user site (their .pth files import other modules).
-    ['python3', '-B', '-S', '-s', '-c', 'import json, re\n'
+    # A minimal standard library (a cross guest root's) may lack json.
+    ['python3', '-B', '-S', '-s', '-c', 'import re\n'
+     'try:\n    from json import dumps\nexcept ImportError:\n    dumps = repr\n'
      'd = {str(i): [i] * (i % 7) for i in range(20000)}\n'
-     's = json.dumps(d)\nprint(len(s), len(re.findall(r"\\d+", s)))'],
+     's = dumps(d)\nprint(len(s), len(re.findall(r"\\d+", s)))'],
 ]
 METHODS = ['fast', 'libunwind']
 ABS = re.compile(r'N=\(@\?0x[0-9a-f]+\)')
@@ -84,12 +88,20 @@ def run(igprof, method, argv, tmp):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit('usage: methods_agree.py IGPROF CXX_PROGRAM')
-    igprof = os.path.abspath(sys.argv[1])
+    args = sys.argv[1:]
+    paths = {}
+    while len(args) > 2 and args[-2] == '--program' and '=' in args[-1]:
+        name, path = args[-1].split('=', 1)
+        paths[name] = path
+        args = args[:-2]
+    if len(args) != 2 or any(name not in (p[0] for p in PROGRAMS) for name in paths):
+        sys.exit('usage: methods_agree.py IGPROF CXX_PROGRAM [--program NAME=PATH]...')
+    for argv in PROGRAMS:
+        argv[0] = paths.get(argv[0], argv[0])
+    igprof = os.path.abspath(args[0])
     # Our own C++ workload (exceptions, qsort callbacks, inlining); compilers
     # are no good here: their allocations follow the profiler's own mmaps.
-    PROGRAMS.append([os.path.abspath(sys.argv[2])])
+    PROGRAMS.append([os.path.abspath(args[1])])
     failures = 0
     for argv in PROGRAMS:
         with tempfile.TemporaryDirectory() as tmp:
