@@ -13,7 +13,7 @@
 # Env: IGPROF_CROSS_BUILD_DIR (default build-ARCH), JOBS (default nproc).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-usage() { echo "usage: cross-build.sh ARCH PREFIX   (ARCH: arm64, i386)" >&2; exit 2; }
+usage() { echo "usage: cross-build.sh ARCH PREFIX   (ARCH: arm64, i386, armhf)" >&2; exit 2; }
 [ $# -eq 2 ] || usage
 ARCH=$1 PREFIX=$2
 ME=cross-build.sh

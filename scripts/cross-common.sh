@@ -6,7 +6,7 @@
 case "$ARCH" in
   arm64|i386) ;;
   armhf) ;; # the hook engine and its tests (issue 15)
-  *) echo "$ME: unknown architecture '$ARCH' (arm64, i386)" >&2; exit 2 ;;
+  *) echo "$ME: unknown architecture '$ARCH' (arm64, i386, armhf)" >&2; exit 2 ;;
 esac
 export IGPROF_CROSS_DIR=${IGPROF_CROSS_DIR:-$ROOT/.cross}
 BUILD=${IGPROF_CROSS_BUILD_DIR:-$ROOT/build-$ARCH}

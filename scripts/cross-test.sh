@@ -13,7 +13,7 @@
 # Env: IGPROF_CROSS_BUILD_DIR (default build-ARCH), JOBS (default nproc).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -eq 1 ] || { echo "usage: cross-test.sh ARCH   (ARCH: arm64, i386)" >&2; exit 2; }
+[ $# -eq 1 ] || { echo "usage: cross-test.sh ARCH   (ARCH: arm64, i386, armhf)" >&2; exit 2; }
 ARCH=$1
 ME=cross-test.sh
 . "$ROOT/scripts/cross-common.sh"

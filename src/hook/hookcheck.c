@@ -164,7 +164,8 @@ static void run_workload(void *lib, struct workload *w)
   double (*d2)(double, double) = (double (*)(double, double))dlsym(lib, "pow");
   unsigned long (*crc)(unsigned long, const unsigned char *, unsigned) =
       (unsigned long (*)(unsigned long, const unsigned char *, unsigned))dlsym(lib, "crc32");
-  void *(*new_)(unsigned long) = (void *(*)(unsigned long))dlsym(lib, "_Znwm");
+  /* operator new(size_t): size_t's mangling is m (unsigned long) on LP64, j (unsigned int) on ILP32 */
+  void *(*new_)(size_t) = (void *(*)(size_t))dlsym(lib, sizeof(size_t) == 8 ? "_Znwm" : "_Znwj");
   void (*delete_)(void *) = (void (*)(void *))dlsym(lib, "_ZdlPv");
   if (d1)
     w->values[n++] = (long)(d1(0.5) * 1e15);
