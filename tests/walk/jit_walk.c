@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "../arch/frame.h"
+#include "cpu_timer.h"
 #include "jit_code.h"
 #include "walk_fast.h"
 
@@ -180,22 +181,7 @@ NOINLINE static void c_spin(enum jit_function_id id) {
 }
 
 static void signal_walks(void) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = on_prof;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigaction(SIGPROF, &sa, NULL);
-  struct sigevent ev;
-  memset(&ev, 0, sizeof ev);
-  ev.sigev_notify = SIGEV_SIGNAL;
-  ev.sigev_signo = SIGPROF;
-  timer_t timer;
-  if (timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &timer) != 0) {
-    perror("timer_create");
-    exit(2);
-  }
-  struct itimerspec its = {{0, 1000000}, {0, 1000000}};
-  timer_settime(timer, 0, &its, NULL);
+  timer_t timer = cpu_timer_start(on_prof, 1000000);
 
   const struct jit_function *f = jit.fn;
   for (int id = JIT_SPIN_FP; id <= JIT_SPIN_WITHOUT_FP; id++) {

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unwind.h>
 
+#include "cpu_timer.h"
 #include "walk_fast.h"
 
 #ifndef HWCAP_PACA
@@ -243,22 +244,7 @@ int main(int argc, char **argv) {
   for (int d = 0; d < 8; d++)
     trap_walks_at(d);
 
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = on_prof;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigaction(SIGPROF, &sa, NULL);
-  struct sigevent ev;
-  memset(&ev, 0, sizeof ev);
-  ev.sigev_notify = SIGEV_SIGNAL;
-  ev.sigev_signo = SIGPROF;
-  timer_t timer;
-  if (timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &timer) != 0) {
-    perror("timer_create");
-    return 2;
-  }
-  struct itimerspec its = {{0, 200000}, {0, 200000}};
-  timer_settime(timer, 0, &its, NULL);
+  timer_t timer = cpu_timer_start(on_prof, 200000);
   sampling = 1;
   for (int chunk = 0; signal_walks < rounds / 4 && chunk < 400; chunk++)
     sink += spin(100000);
