@@ -2,25 +2,31 @@
  * each prints, and its exit status (3), must be the same under igprof -pp
  * and -pr as natively, whichever signal the sampler had when it started.
  *
- *   sigtest one        blocks SIGRTMAX alone, queues itself 8 of them and
+ * TOP is the highest real-time signal the system delivers, the sampler's
+ * first choice: SIGRTMAX on a kernel; under qemu-user the highest one it
+ * maps (qemu 10 on x86_64: SIGRTMAX-4), since it accepts handlers and masks
+ * for the others but never delivers them.
+ *
+ *   sigtest one        blocks TOP alone, queues itself 8 of them and
  *                      takes them back through signalfd, sigwaitinfo,
  *                      sigtimedwait and sigwait in turn
  *   sigtest allbutone  the same with every real-time signal blocked but
- *                      SIGRTMIN+6, queuing SIGRTMIN, SIGRTMAX-1, SIGRTMAX
+ *                      SIGRTMIN+6, queuing SIGRTMIN, TOP-1, TOP
  *   sigtest allbutlow  the same leaving SIGRTMIN+2 unblocked (glibc's range:
  *                      never the sampler's, so none is left for it)
  *   sigtest all        every real-time signal blocked (none left for a
- *                      sampler), queuing SIGRTMIN+6 and SIGRTMAX
+ *                      sampler), queuing SIGRTMIN+6 and TOP
  *   sigtest blanket    sigfillset masks in main and in a thread (the kind
- *                      every worker thread has), then SIGRTMAX queued and
+ *                      every worker thread has), then TOP queued and
  *                      taken with sigwaitinfo on the full set
- *   sigtest handler    a handler without SA_RESTART on SIGRTMAX, then a
+ *   sigtest handler    a handler without SA_RESTART on TOP, then a
  *                      150 ms read of a pipe (a signal handled meanwhile
- *                      would end it with EINTR) and 3 SIGRTMAX queued
+ *                      would end it with EINTR) and 3 TOP queued
  *   sigtest handlerall a handler on every real-time signal; one of each
- *                      queued
+ *                      up to TOP queued
  *   sigtest exec       a sigfillset mask, then exec of itself as
  *                      "sigtest showmask", which prints the mask it starts with
+ *   sigtest top        prints TOP
  *
  * Each mode burns CPU in burn_before before it touches a signal and in
  * burn_after once it has (in blanket also burn_thread and burn_final), so
@@ -56,6 +62,26 @@ static __attribute__((noinline)) void burn(double seconds)
 static __attribute__((noinline)) void burn_before(void) { burn(0.2); }
 static __attribute__((noinline)) void burn_after(void) { burn(0.3); }
 static __attribute__((noinline)) void burn_final(void) { burn(0.2); }
+
+static int top;
+
+/* TOP: the highest real-time signal a timer can be made to send. A timer
+ * made and deleted claims nothing, so the sampler's choices stay the same. */
+static int top_signal(void)
+{
+  for (int sig = SIGRTMAX; sig > SIGRTMIN; --sig) {
+    struct sigevent sev;
+    timer_t id;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_SIGNAL;
+    sev.sigev_signo = sig;
+    if (timer_create(CLOCK_MONOTONIC, &sev, &id) == 0) {
+      timer_delete(id);
+      return sig;
+    }
+  }
+  return SIGRTMIN;
+}
 
 static void name(char *buf, size_t cap, int sig)
 {
@@ -153,8 +179,8 @@ static int blocked_exchange(const char *mode)
   sigemptyset(&block);
   int sigs[3], n = 0;
   if (strcmp(mode, "one") == 0) {
-    sigaddset(&block, SIGRTMAX);
-    sigs[n++] = SIGRTMAX;
+    sigaddset(&block, top);
+    sigs[n++] = top;
   } else {
     int left = strcmp(mode, "allbutlow") == 0 ? SIGRTMIN + 2 : SIGRTMIN + 6;
     for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig)
@@ -163,9 +189,9 @@ static int blocked_exchange(const char *mode)
       sigs[n++] = SIGRTMIN + 6;
     } else {
       sigs[n++] = SIGRTMIN;
-      sigs[n++] = SIGRTMAX - 1;
+      sigs[n++] = top - 1;
     }
-    sigs[n++] = SIGRTMAX;
+    sigs[n++] = top;
   }
   sigset_t old;
   if (strcmp(mode, "one") == 0) sigprocmask(SIG_BLOCK, &block, &old);
@@ -201,7 +227,7 @@ static int blanket(void)
   pthread_t t;
   pthread_create(&t, NULL, blanket_thread, NULL);
   pthread_join(t, NULL);
-  for (int k = 0; k < 3; ++k) sigqueue(getpid(), SIGRTMAX, (union sigval) {.sival_int = k});
+  for (int k = 0; k < 3; ++k) sigqueue(getpid(), top, (union sigval) {.sival_int = k});
   show_pending("pending");
   int got = 0;
   for (int k = 0; k < 3; ++k) {
@@ -240,7 +266,7 @@ static int handler(void)
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal; /* no SA_RESTART: a handled signal ends a blocking read */
-  sigaction(SIGRTMAX, &sa, NULL);
+  sigaction(top, &sa, NULL);
   burn_after();
   if (pipe(pipe_fds) != 0) abort();
   pthread_t t;
@@ -250,7 +276,7 @@ static int handler(void)
   ssize_t r = read(pipe_fds[0], &c, 1);
   printf("read: %zd %s\n", r, r < 0 ? strerrorname_np(errno) : "");
   pthread_join(t, NULL);
-  for (int k = 0; k < 3; ++k) sigqueue(getpid(), SIGRTMAX, (union sigval) {.sival_int = k});
+  for (int k = 0; k < 3; ++k) sigqueue(getpid(), top, (union sigval) {.sival_int = k});
   printf("handler ran %d times\n", (int) hits);
   return (int) hits;
 }
@@ -262,8 +288,8 @@ static int handlerall(void)
   sa.sa_handler = on_signal;
   sa.sa_flags = SA_RESTART;
   for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) sigaction(sig, &sa, NULL);
-  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) sigqueue(getpid(), sig, (union sigval) {.sival_int = sig});
-  printf("handlers ran %d times for %d signals\n", (int) hits, SIGRTMAX - SIGRTMIN + 1);
+  for (int sig = SIGRTMIN; sig <= top; ++sig) sigqueue(getpid(), sig, (union sigval) {.sival_int = sig});
+  printf("handlers ran %d times for %d signals\n", (int) hits, top - SIGRTMIN + 1);
   burn_after();
   return (int) hits;
 }
@@ -280,7 +306,7 @@ static int exec_with_mask(const char *self)
 int main(int argc, char **argv)
 {
   if (argc < 2) {
-    fprintf(stderr, "usage: sigtest one|allbutone|allbutlow|all|blanket|handler|handlerall|exec\n");
+    fprintf(stderr, "usage: sigtest one|allbutone|allbutlow|all|blanket|handler|handlerall|exec|top\n");
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -288,6 +314,11 @@ int main(int argc, char **argv)
   if (strcmp(mode, "showmask") == 0) {
     show_mask("mask at start");
     return 3;
+  }
+  top = top_signal();
+  if (strcmp(mode, "top") == 0) {
+    printf("%d\n", top);
+    return 0;
   }
   burn_before();
   int got;
