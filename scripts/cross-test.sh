@@ -25,5 +25,18 @@ if [ "$ARCH" = arm64 ]; then
   "$ROOT/scripts/cross-setup.sh" --binfmt "$ARCH"
   export QEMU_LD_PREFIX="$IGPROF_CROSS_DIR/$ARCH/guest"
 fi
+# Tests a port does not pass yet, named with the reason in
+# tests/cross/ARCH-pending.txt (one ctest regex per line, then # reason):
+# excluded here and listed, so the rest keeps CI honest while they are fixed.
+PENDING=()
+LIST="$ROOT/tests/cross/$ARCH-pending.txt"
+if [ -f "$LIST" ]; then
+  names=$(sed -e 's/#.*//' -e 's/[[:space:]]*$//' -e '/^$/d' "$LIST" | paste -sd'|')
+  if [ -n "$names" ]; then
+    echo "cross-test.sh: $ARCH: not run, pending (see $LIST):" >&2
+    sed -e '/^[[:space:]]*#/d' -e '/^[[:space:]]*$/d' "$LIST" | sed 's/^/  /' >&2
+    PENDING=(-E "^($names)\$")
+  fi
+fi
 cd "$BUILD"
-ctest --output-on-failure -j "$JOBS" -LE slow --timeout 900
+ctest "${PENDING[@]}" --output-on-failure -j "$JOBS" -LE slow --timeout 900
