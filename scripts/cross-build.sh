@@ -2,8 +2,8 @@
 # cross-build.sh ARCH PREFIX: build igprof for another architecture and
 # install it into PREFIX (PREFIX/bin, PREFIX/lib/igprof: the native layout).
 #
-# ARCH: arm64 or i386 (armhf follows with its port). An arm64 build is the
-# runtime (lib/igprof/libigprof.so), igprof, igtrace and igprof-hookcheck;
+# ARCH: arm64, armhf or i386. An arm64 or armhf build is the runtime
+# (lib/igprof/libigprof.so), igprof, igtrace and igprof-hookcheck;
 # the dumps they write are read by the host's igprof-analyse. An i386 build
 # is the hook engine and igprof-hookcheck for now (README.md, "Architectures").
 #

@@ -4,8 +4,7 @@
 # Env: IGPROF_CROSS_BUILD_DIR (default build-ARCH), JOBS (default nproc),
 # IGPROF_CROSS_DIR (the cache, default .cross), CI (warnings are errors).
 case "$ARCH" in
-  arm64|i386) ;;
-  armhf) ;; # the hook engine and its tests (issue 15)
+  arm64|i386|armhf) ;;
   *) echo "$ME: unknown architecture '$ARCH' (arm64, i386, armhf)" >&2; exit 2 ;;
 esac
 export IGPROF_CROSS_DIR=${IGPROF_CROSS_DIR:-$ROOT/.cross}
@@ -15,11 +14,11 @@ JOBS=${JOBS:-$(nproc)}
 "$ROOT/scripts/cross-setup.sh" "$ARCH"
 WERROR=OFF
 if [ -n "${CI:-}" ]; then WERROR=ON; fi
-# Where the runtime is ported (arm64), the tests read the target's dumps
+# Where the runtime is ported (arm64, armhf), the tests read the target's dumps
 # with the host's igprof-analyse: the native build's ($IGPROF_HOST_BUILD,
 # default build), built here if it is not there yet.
 HOST_ARGS=()
-if [ "$ARCH" = arm64 ]; then
+if [ "$ARCH" = arm64 ] || [ "$ARCH" = armhf ]; then
   HOST_BUILD=${IGPROF_HOST_BUILD:-$ROOT/build}
   if [ ! -x "$HOST_BUILD/bin/igprof-analyse" ]; then
     "$ROOT/scripts/deps.sh"

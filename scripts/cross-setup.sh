@@ -22,18 +22,20 @@ if [ ! -f "$SETUP" ]; then
 fi
 CACHE=${IGPROF_CROSS_DIR:-$ROOT/.cross}
 # zydis for i386: its x86 hook backend decodes with Zydis as on x86_64.
-# arm64: the real programs its tests profile (sqlite3, python3.11, perl,
-# sort) and the shell, coreutils, sed, gzip, tar and xz that the tests'
-# command lines run (a host program would not be profiled), with their
-# libraries; the allocators e2e.py preloads (jemalloc, tcmalloc, mimalloc).
+# arm64, armhf: the real programs their tests profile (sqlite3, python3.11,
+# perl, sort) and the shell, coreutils, sed, gzip, tar and xz that the
+# tests' command lines run (a host program would not be profiled), with
+# their libraries; the allocators e2e.py preloads (jemalloc, tcmalloc,
+# mimalloc).
+GUEST_PKGS="sqlite3 libsqlite3-0 libreadline8 libtinfo6 python3.11-minimal
+            libpython3.11-minimal libexpat1 libssl3
+            dash bash coreutils sed gzip tar xz-utils perl-base libcrypt1
+            libacl1 libattr1 libgmp10 libselinux1 libpcre2-8-0
+            libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4 libmimalloc2.0"
 EXTRA=()
 case "$1" in
   i386) EXTRA=(--extra-pkgs "libzydis-dev libzycore-dev libzydis4.0 libzycore1.4") ;;
-  arm64) EXTRA=(--extra-pkgs "sqlite3 libsqlite3-0 libreadline8 libtinfo6 python3.11-minimal
-                             libpython3.11-minimal libexpat1 libssl3
-                             dash bash coreutils sed gzip tar xz-utils perl-base libcrypt1
-                             libacl1 libattr1 libgmp10 libselinux1 libpcre2-8-0
-                             libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4 libmimalloc2.0") ;;
+  arm64|armhf) EXTRA=(--extra-pkgs "$GUEST_PKGS") ;;
 esac
 bash "$SETUP" "$CACHE" -a "$1" -q "${EXTRA[@]}" "${BINFMT[@]}"
 
@@ -61,15 +63,19 @@ fi
 # for open and stat but not for execve, so a guest program that runs another
 # by name (a shell) finds the guest's only through a PATH that names the
 # guest root's directories as host paths (tests/profiler/target.py).
-if [ "$1" = arm64 ]; then
+case "$1" in
+  arm64) MA=aarch64-linux-gnu LOADER=ld-linux-aarch64.so.1 ;;
+  armhf) MA=arm-linux-gnueabihf LOADER=ld-linux-armhf.so.3 ;;
+  *) MA= ;;
+esac
+if [ -n "$MA" ]; then
   GUEST=$CACHE/$1/guest
   SYSROOT=$CACHE/$1/sysroot
-  MA=aarch64-linux-gnu
   rm -rf "$GUEST.new"
   mkdir -p "$GUEST.new/lib/$MA"
   ln -s ../sysroot/usr "$GUEST.new/usr"
   ln -s ../sysroot/bin "$GUEST.new/bin"
-  ln -s "/usr/$MA/lib/ld-linux-aarch64.so.1" "$GUEST.new/lib/ld-linux-aarch64.so.1"
+  ln -s "/usr/$MA/lib/$LOADER" "$GUEST.new/lib/$LOADER"
   for f in "/usr/$MA/lib/"*.so* "$SYSROOT/lib/$MA/"*; do
     ln -sf "$f" "$GUEST.new/lib/$MA/$(basename "$f")"
   done

@@ -2,9 +2,9 @@
 # cross-test.sh ARCH: set up the cross tools (cross-setup.sh), build igprof
 # for ARCH and run its ctest suite under qemu-user.
 #
-# ARCH: arm64 or i386 (armhf follows with its port). arm64: the whole
-# runtime's suite (hooks, walker, igprof/igtrace end to end, sampler, real
-# programs from the arm64 sysroot) under qemu-aarch64, through binfmt_misc
+# ARCH: arm64, armhf or i386. arm64, armhf: the whole runtime's suite
+# (hooks, walker, igprof/igtrace end to end, sampler, real programs from the
+# target's sysroot) under qemu-aarch64 or qemu-arm, through binfmt_misc
 # (registered here: root) with the host's igprof-analyse (the native build's,
 # $IGPROF_HOST_BUILD, default build, built first when missing). i386: the
 # hook engine's tests and igprof-hookcheck's coverage under qemu-i386;
@@ -21,7 +21,7 @@ ME=cross-test.sh
 # follow by itself: the kernel's binfmt_misc runs foreign executables with
 # the cache's qemu (root; kernel-wide until reboot), and QEMU_LD_PREFIX
 # points qemu at the guest's root (cross-setup.sh).
-if [ "$ARCH" = arm64 ]; then
+if [ "$ARCH" = arm64 ] || [ "$ARCH" = armhf ]; then
   "$ROOT/scripts/cross-setup.sh" --binfmt "$ARCH"
   export QEMU_LD_PREFIX="$IGPROF_CROSS_DIR/$ARCH/guest"
 fi

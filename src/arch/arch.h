@@ -65,6 +65,11 @@ struct arch_insn {
   size_t length;
   enum arch_insn_kind kind;
   uintptr_t target;        /* branch target or data address for PC-relative kinds */
+  /* A load of a constant from a literal pool in the code (ARM32's ldr
+   * rd, [pc, #imm]): the bytes it reads at target, which are data, not
+   * instructions. 0 otherwise; a backend without literal pools leaves it
+   * as the caller set it. */
+  unsigned literal;
   char mnemonic[16];       /* for messages only */
 };
 

@@ -711,6 +711,7 @@ int arch_decode(const void *code, size_t avail, uintptr_t pc, struct arch_insn *
   insn->pc = pc;
   insn->length = d.len;
   insn->target = d.target;
+  insn->literal = d.form == F_LIT ? d.size : 0;
   size_t n = strlen(d.name);
   if (n >= sizeof insn->mnemonic)
     n = sizeof insn->mnemonic - 1;

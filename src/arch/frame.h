@@ -72,6 +72,27 @@
  * addresses (code is never mapped above them), so clearing the upper 16
  * bits strips any signature and leaves an unsigned address as it is. */
 #define FRAME_CODE_ADDRESS_MASK (((uintptr_t)1 << 48) - 1)
+#elif defined(__arm__)
+/* ARM32 (A32 and Thumb-2): bl and blx leave the return address in lr
+ * (r14), with bit 0 set when the caller is Thumb code; a function that
+ * calls others pushes it with the registers it saves (push {r4, ..., lr}),
+ * as the highest word: the return address at CFA - 4. */
+#define FRAME_LINK_REGISTER 1
+/* Call-frame instruction 0x2d is not ARM's. */
+#define FRAME_NEGATE_RA_STATE 0
+/* Thumb instructions are 2 bytes, 2-byte aligned (A32 ones 4). */
+#define FRAME_CODE_ALIGN 2
+/* glibc's __default_rt_sa_restorer and the kernel's (or qemu's) return
+ * code: mov r7, #173 (rt_sigreturn); svc 0 in A32, 8 bytes. */
+#define FRAME_SIGRETURN_LEN 8
+#define FRAME_CALL_RA_OFFSET (-4)
+/* No frame record the walker can start from: GCC's Thumb code points r7 at
+ * the bottom of the frame, below the locals, and its A32 code points r11
+ * at the saved lr; neither says where the caller's stack pointer is. */
+#define FRAME_RECORD_AT_FP 0
+/* The Thumb bit of a return address is not part of the address: cleared,
+ * a return address minus 1 lies inside the call instruction, as elsewhere. */
+#define FRAME_CODE_ADDRESS_MASK (~(uintptr_t)1)
 #else
 #error "frame.h: no frame stepping for this architecture yet"
 #endif
@@ -225,8 +246,13 @@ void frame_regs_to_ucontext(ucontext_t *uc, const struct frame_regs *r);
 
 /* A ucontext_t as libunwind's unw_context_t: the same type on x86, on
  * AArch64 a shorter struct with ucontext_t's layout (its FP/SIMD save area
- * cut down), so a whole ucontext_t can stand for it. */
+ * cut down), so a whole ucontext_t can stand for it. On ARM32 it is r0-r15,
+ * which the ucontext holds as 16 consecutive words from arm_r0. */
+#if defined(__arm__)
+#define UNW_CONTEXT(uc) ((unw_context_t *)(void *)&(uc)->uc_mcontext.arm_r0)
+#else
 #define UNW_CONTEXT(uc) ((unw_context_t *)(void *)(uc))
+#endif
 
 /* Read the frame's registers from a libunwind cursor (unw_cursor_t *),
  * after unw_step. Returns 0 when libunwind cannot tell. */

@@ -153,7 +153,18 @@ static int scan_code(uintptr_t start, size_t len, void *arg)
    * full scan decodes, so the answer is the same. */
   size_t limit = arch_branch_scan_limit((const void *)start, len, start, s->fn + 1, s->end);
   size_t off = 0;
+  /* Literals the code loads (ARM32's literal pools, at the end of a
+   * function): data, whose bytes could pass for a branch; skipped. */
+  uintptr_t literals[32];
+  unsigned nliterals = 0;
   while (off < limit) {
+    int literal = 0;
+    for (unsigned i = 0; i < nliterals && !literal; i++)
+      literal = literals[i] == ((start + off) & ~(uintptr_t)1); /* a Thumb pc has bit 0 set */
+    if (literal) {
+      off += 4;
+      continue;
+    }
     /* A patch of ours (a neighbour hooked earlier): the absolute jump's
      * address literal is data, and decoded as code its random bytes could
      * pass for a branch into this window. */
@@ -166,8 +177,14 @@ static int scan_code(uintptr_t start, size_t len, void *arg)
       continue;
     }
     struct arch_insn insn;
+    insn.literal = 0;
     if (arch_decode((const void *)(start + off), len - off, start + off, &insn) != 0)
       break; /* data or padding: nothing further can be seen */
+    if (insn.literal < 4 || (insn.target & 3)) /* words only: a byte literal may share a word with code */
+      insn.literal = 0;
+    for (uintptr_t at = insn.target; at < insn.target + insn.literal; at += 4)
+      if (at > start + off && at < start + len && nliterals < sizeof literals / sizeof literals[0])
+        literals[nliterals++] = at;
     if ((insn.kind == ARCH_INSN_BRANCH || insn.kind == ARCH_INSN_JUMP ||
          insn.kind == ARCH_INSN_CALL) &&
         insn.target > s->fn && insn.target < s->end && insn.target != s->site) {

@@ -68,6 +68,10 @@ struct igprof_thread {
   int cache_depth;
   int walk_capacity;            /* entries in walk_pcs */
   uint64_t walk_failures;       /* hook walks that never met the caller's frame */
+  /* The sigjmp_buf of a libunwind walk under way on this thread, which a
+   * fault inside libunwind leaves by (walk.c); NULL otherwise. */
+  void *unwind_escape;
+  uint64_t unwind_faults;       /* libunwind walks ended by a fault */
   void *altstack;               /* the signal stack the runtime gave this thread (altstack.c) */
   /* A block a hook took out of the live table, not yet released from its
    * node's MEM_LIVE: the original (free, realloc) runs in between. A dump

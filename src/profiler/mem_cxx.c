@@ -94,6 +94,21 @@ static int slots_used;
 /* Set while a replacement that took the guard runs its original. */
 static __thread int unwind_owner __attribute__((tls_model("initial-exec")));
 
+#if defined(__arm__)
+/* ARM EHABI: the personality routine gets the unwinder's state and unwinds
+ * the frame itself, by the opcodes the assembler put after the routine's
+ * address in the function's table entry (__gnu_unwind_frame, libgcc's). */
+__attribute__((used)) static _Unwind_Reason_Code op_unwinding(_Unwind_State state, _Unwind_Control_Block *ucbp,
+                                                             struct _Unwind_Context *context)
+{
+  if ((state & _US_ACTION_MASK) == _US_UNWIND_FRAME_STARTING && unwind_owner) {
+    unwind_owner = 0;
+    igprof_leave();
+  }
+  if (__gnu_unwind_frame(ucbp, context) != _URC_OK) return _URC_FAILURE;
+  return _URC_CONTINUE_UNWIND;
+}
+#else
 /* The personality routine of every replacement: called by the unwinder for
  * a replacement's frame when an exception passes it (twice: to search, then
  * to clean up). Nothing here catches; the cleanup gives the guard back. */
@@ -109,13 +124,17 @@ __attribute__((used)) static _Unwind_Reason_Code op_unwinding(int version, _Unwi
   }
   return _URC_CONTINUE_UNWIND;
 }
+#endif
 
 /* Gives the enclosing function op_unwinding as its personality (DWARF
  * unwind tables; encoding 0x1b: PC-relative, signed 4 bytes, resolved when
- * libigprof.so is linked). ARM's own unwind tables would need their
- * directive: until then the throwing operators are not hooked there. */
+ * libigprof.so is linked; on ARM the EHABI table entry's directive, the
+ * runtime being built with -funwind-tables). */
 #if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
 #define OP_PERSONALITY() __asm__(".cfi_personality 0x1b, op_unwinding")
+#define OP_THROWING_HOOKED 1
+#elif defined(__arm__)
+#define OP_PERSONALITY() __asm__(".personality op_unwinding")
 #define OP_THROWING_HOOKED 1
 #else
 #define OP_PERSONALITY() ((void) 0)

@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 #include "signal_mask.h"
+#include "walk.h"
 
 #include <errno.h>
 #include <string.h>
@@ -119,6 +120,11 @@ static void dispatcher(int sig, siginfo_t *si, void *uc)
 {
   int saved = errno;
   struct owned_signal *o = &owned[sig];
+  /* libunwind reads the stack without checking: a fault inside a walk
+   * ends that walk (walk.c), and only the walk. */
+  if (IGPROF_UNLIKELY(igprof_tls.unwind_escape != NULL) && (sig == SIGSEGV || sig == SIGBUS) &&
+      is_kernel_fault(sig, si))
+    igprof_walk_escape(uc);
   if (IGPROF_UNLIKELY(igprof_tls.guard == IGPROF_GUARD_BUSY) && o->defer && !is_kernel_fault(sig, si)) {
     defer(sig, si);
     errno = saved;

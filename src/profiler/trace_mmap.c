@@ -86,24 +86,60 @@ static size_t result_int(char *buf, size_t cap, int rc, int err)
 
 #define WHAT_SIZE 256
 
+/* mmap itself, before its chain is stored (the engine maps while it
+ * patches): 32-bit targets have mmap2, whose offset counts 4096-byte
+ * units (i386's SYS_mmap takes its arguments in memory). */
+static void *direct_mmap(void *addr, size_t len, int prot, int flags, int fd, long long off)
+{
+#ifdef SYS_mmap2
+  return (void *) syscall(SYS_mmap2, addr, len, prot, flags, fd, (long) (off >> 12));
+#else
+  return (void *) syscall(SYS_mmap, addr, len, prot, flags, fd, (long) off);
+#endif
+}
+
+static void mmap_report(void *caller, int entered, void *addr, size_t len, int prot, int flags, int fd,
+                        long long off, void *r, int saved)
+{
+  char what[WHAT_SIZE];
+  size_t n = igprof_format(what, sizeof what, "*** MMAP addr=%p len=%zu prot=0x%x flags=0x%x fd=%d offset=%lld",
+                           addr, len, (unsigned) prot, (unsigned) flags, fd, off);
+  result_ptr(what + n, sizeof what - n, r, MAP_FAILED, saved);
+  report(caller, "mmap", what, !entered);
+}
+
 static void *trace_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
   void *caller = __builtin_return_address(0);
   int entered;
-  if (IGPROF_UNLIKELY(!real_mmap)) /* patched, chain not yet stored (the engine itself maps) */
-    return (void *) syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+  if (IGPROF_UNLIKELY(!real_mmap)) return direct_mmap(addr, len, prot, flags, fd, off);
   if (!trace_begin(caller, &entered)) return real_mmap(addr, len, prot, flags, fd, off);
   void *r = real_mmap(addr, len, prot, flags, fd, off);
   int saved = errno;
-  char what[WHAT_SIZE];
-  size_t n = igprof_format(what, sizeof what, "*** MMAP addr=%p len=%zu prot=0x%x flags=0x%x fd=%d offset=%lld",
-                           addr, len, (unsigned) prot, (unsigned) flags, fd, (long long) off);
-  result_ptr(what + n, sizeof what - n, r, MAP_FAILED, saved);
-  report(caller, "mmap", what, !entered);
+  mmap_report(caller, entered, addr, len, prot, flags, fd, (long long) off, r, saved);
   trace_end(entered);
   errno = saved;
   return r;
 }
+
+#if UINTPTR_MAX == 0xffffffffu
+/* 32-bit glibc's mmap64 is a function of its own, with a 64-bit offset. */
+static void *(*real_mmap64)(void *, size_t, int, int, int, off64_t);
+
+static void *trace_mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
+{
+  void *caller = __builtin_return_address(0);
+  int entered;
+  if (IGPROF_UNLIKELY(!real_mmap64)) return direct_mmap(addr, len, prot, flags, fd, off);
+  if (!trace_begin(caller, &entered)) return real_mmap64(addr, len, prot, flags, fd, off);
+  void *r = real_mmap64(addr, len, prot, flags, fd, off);
+  int saved = errno;
+  mmap_report(caller, entered, addr, len, prot, flags, fd, (long long) off, r, saved);
+  trace_end(entered);
+  errno = saved;
+  return r;
+}
+#endif
 
 static void *trace_mremap(void *old, size_t old_len, size_t new_len, int flags, void *new_addr)
 {
@@ -183,9 +219,13 @@ int trace_mmap_start(void)
 
   real_mmap = igprof_hook("trace", "mmap", (void *) trace_mmap, 1);
   if (!real_mmap) return -1;
+#if UINTPTR_MAX == 0xffffffffu
+  real_mmap64 = igprof_hook("trace", "mmap64", (void *) trace_mmap64, 1);
+#else
   /* The same function as mmap on 64-bit glibc: then this returns mmap's chain. */
   if (!igprof_hook("trace", "mmap64", (void *) trace_mmap, 0))
     igprof_debug("trace: mmap64 not hooked separately");
+#endif
   real_mremap = igprof_hook("trace", "mremap", (void *) trace_mremap, 1);
   if (!real_mremap) real_mremap = mremap;
   real_munmap = igprof_hook("trace", "munmap", (void *) trace_munmap, 1);

@@ -38,6 +38,7 @@
 #include <link.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -170,6 +171,39 @@ static int quiet_fcntl(int fd, int cmd, ...)
   return fcntl(fd, cmd, arg);
 }
 
+/* libunwind on 32-bit ARM checks addresses with msync instead, which
+ * qemu-user answers 0 for every page of a 32-bit guest (it reserves the
+ * whole guest address space): mincore tells, on a kernel as under qemu. */
+static int quiet_msync(void *addr, size_t len, int flags)
+{
+  (void) flags;
+  uintptr_t page = (uintptr_t) addr & ~(uintptr_t) 4095, end = (uintptr_t) addr + (len ? len : 1);
+  unsigned char vec[1];
+  for (; page < end; page += 4096)
+    if (syscall(SYS_mincore, (void *) page, (size_t) 4096, vec) != 0) return -1; /* errno ENOMEM */
+  return 0;
+}
+
+#if defined(__arm__)
+/* libunwind's ARM unwinder reads UNW_ARM_UNWIND_METHOD (a mask: 1 DWARF,
+ * 2 APCS frame chain, 4 EHABI tables) when it initialises; the private copy
+ * is told 4. Its DWARF method looks for .debug_frame by opening and reading
+ * the module's file with malloc (not in a signal handler), and its frame
+ * chain method follows r11 as an APCS frame pointer, which EABI code does
+ * not keep: in Thumb code r11 holds data, and the step reads memory through
+ * it. The program's own environment is left as it is. */
+#define UNWIND_ENV_NAME "UNW_ARM_UNWIND_METHOD"
+#define UNWIND_ENV_VALUE "4"
+#endif
+
+static char *quiet_getenv(const char *name)
+{
+#ifdef UNWIND_ENV_NAME
+  if (strcmp(name, UNWIND_ENV_NAME) == 0) return (char *) UNWIND_ENV_VALUE;
+#endif
+  return getenv(name);
+}
+
 /* libunwind writes to the pipe with syscall(SYS_write, ...). Six arguments
  * are read whatever the call passed, as libc's own syscall() does. */
 static long quiet_syscall(long nr, ...)
@@ -196,6 +230,7 @@ static const struct quiet_import {
     {"read", (void *) quiet_read, 0},   {"write", (void *) quiet_write, 0},
     {"close", (void *) quiet_close, 0}, {"fcntl", (void *) quiet_fcntl, 0},
     {"syscall", (void *) quiet_syscall, 0},
+    {"msync", (void *) quiet_msync, 0},   {"getenv", (void *) quiet_getenv, 0},
 };
 #define QUIET_IMPORTS (sizeof quiet_imports / sizeof quiet_imports[0])
 

@@ -8,7 +8,12 @@
 #include "walk.h"
 
 #include <libunwind.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include "../arch/frame.h"
 #include "internal.h"
 #include "walk_fast.h"
 
@@ -43,6 +48,22 @@ void igprof_walk_set_method(enum walk_method m)
 
 int igprof_walk_slack(void) { return PROFILER_FRAMES; }
 
+/* libunwind reads memory without checking it (its local unwinder
+ * dereferences the saved-register locations it computes, and on ARM32 an
+ * interrupted prologue gives it a wrong stack to read): a fault inside a
+ * walk jumps back to the walk's start (signals.c calls igprof_walk_escape),
+ * with the signal mask of the interrupted walk put back by hand, so the
+ * normal path saves no mask (no system call). */
+void igprof_walk_escape(void *ucv)
+{
+  ucontext_t *uc = ucv;
+  sigjmp_buf *escape = igprof_tls.unwind_escape;
+  igprof_tls.unwind_escape = NULL;
+  igprof_tls.unwind_faults++;
+  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &uc->uc_sigmask, NULL, _NSIG / 8);
+  siglongjmp(*escape, 1);
+}
+
 /* unw_backtrace fills raw return addresses, innermost (inside libunwind)
  * first. Everything up to and including the profiler's own frames is
  * dropped by looking for the caller's return address itself: no fixed skip
@@ -50,21 +71,29 @@ int igprof_walk_slack(void) { return PROFILER_FRAMES; }
 static int libunwind_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *truncated)
 {
   void **raw = (void **) pcs; /* the caller gives max + PROFILER_FRAMES slots */
-  int n = unw_backtrace(raw, max + PROFILER_FRAMES);
+  sigjmp_buf escape;
+  volatile int n = 0;
+  if (sigsetjmp(escape, 0) == 0) {
+    igprof_tls.unwind_escape = &escape;
+    n = unw_backtrace(raw, max + PROFILER_FRAMES);
+  }
+  igprof_tls.unwind_escape = NULL;
   int k = 0;
-  while (k < n && raw[k] != caller_ret) ++k;
+  /* (On ARM32 both may carry the Thumb bit, which is not the address's.) */
+  uintptr_t ret = frame_code_address((uintptr_t) caller_ret);
+  while (k < n && frame_code_address((uintptr_t) raw[k]) != ret) ++k;
   if (k == n) {
     /* The caller's frame was not found (no unwind info on the way): keep
      * the one frame we know for certain. */
     igprof_tls.walk_failures++;
-    pcs[0] = (uintptr_t) caller_ret - 1;
+    pcs[0] = ret - 1;
     if (truncated) *truncated = 0;
     return 1;
   }
   int out = n - k;
   if (truncated) *truncated = out > max || n == max + PROFILER_FRAMES ? WALK_TRUNCATED : WALK_COMPLETE;
   if (out > max) out = max;
-  for (int i = 0; i < out; ++i) pcs[i] = (uintptr_t) raw[k + i] - 1;
+  for (int i = 0; i < out; ++i) pcs[i] = frame_code_address((uintptr_t) raw[k + i]) - 1;
   return out;
 }
 
@@ -72,20 +101,27 @@ static int libunwind_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, 
 {
   unw_cursor_t cursor;
   unw_word_t ip;
-  int n = 0;
+  volatile int n = 0;
   if (truncated) *truncated = 0;
-  if (unw_init_local2(&cursor, (unw_context_t *) uc, UNW_INIT_SIGNAL_FRAME) < 0) return 0;
+  if (unw_init_local2(&cursor, UNW_CONTEXT(uc), UNW_INIT_SIGNAL_FRAME) < 0) return 0;
   if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0) return 0;
-  pcs[n++] = (uintptr_t) ip;
-  int stepped;
-  while ((stepped = unw_step(&cursor)) > 0) {
-    if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
-    if (n == max) {
-      if (truncated) *truncated = WALK_TRUNCATED;
-      break;
+  pcs[n++] = frame_code_address((uintptr_t) ip);
+  volatile int stepped = 0;
+  sigjmp_buf escape;
+  if (sigsetjmp(escape, 0) == 0) {
+    igprof_tls.unwind_escape = &escape;
+    while ((stepped = unw_step(&cursor)) > 0) {
+      if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+      if (n == max) {
+        if (truncated) *truncated = WALK_TRUNCATED;
+        break;
+      }
+      pcs[n++] = frame_code_address((uintptr_t) ip) - 1;
     }
-    pcs[n++] = (uintptr_t) ip - 1;
+  } else {
+    stepped = -1; /* a fault: the stack goes on beyond the last frame */
   }
+  igprof_tls.unwind_escape = NULL;
   if (stepped < 0 && truncated) *truncated = WALK_STOPPED;
   return n;
 }

@@ -52,6 +52,12 @@ void igprof_walk_debug_stats(void);
 /* From a signal handler: pcs[0] is the interrupted PC from `uc`. */
 int igprof_walk_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated);
 
+/* From the fault handler, on a thread whose libunwind walk faulted
+ * (igprof_tls.unwind_escape set): back into that walk, which ends there
+ * with the frames it had. `uc` is the fault's context (its signal mask is
+ * the walk's). Does not return. */
+__attribute__((noreturn)) void igprof_walk_escape(void *uc);
+
 /* Why libunwind is not in use (when igprof_unwind_available() is 0): one
  * line for the user, from unwind_private.c. */
 const char *igprof_unwind_unavailable_reason(void);

@@ -2,6 +2,12 @@
 # libunwind fallback. Included from src/profiler/CMakeLists.txt (and from
 # tests/walk when the profiler directory is not configured yet); linked into
 # libigprof.so and directly into the walker's tests and benchmark.
+if(IGPROF_TARGET_ARM)
+  # ARM32 code carries EHABI tables (.ARM.exidx), not .eh_frame: until the
+  # walker reads them, an ARM32 runtime walks every stack with libunwind
+  # (walk.c without the fast walker; docs/stack-walking.md).
+  return()
+endif()
 if(NOT TARGET igprof_walk_fast)
   if(NOT EXISTS ${CMAKE_CURRENT_LIST_DIR}/../arch/${IGPROF_ARCH_NAME}_frame.c)
     message(FATAL_ERROR "walk_fast: no frame stepping for ${CMAKE_SYSTEM_PROCESSOR} yet")

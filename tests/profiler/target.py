@@ -16,16 +16,24 @@ import shutil
 import sys
 
 
-def _machine(path):
-    """The ELF e_machine of a file, or None."""
+def _elf_head(path):
     try:
         with open(path, 'rb') as f:
             head = f.read(20)
     except OSError:
         return None
-    if len(head) < 20 or head[:4] != b'\x7fELF':
+    return head if len(head) == 20 and head[:4] == b'\x7fELF' else None
+
+
+def _machine(path):
+    """The ELF e_machine of a file, or None."""
+    head = _elf_head(path)
+    if head is None:
         return None
     return int.from_bytes(head[18:20], 'little' if head[5] == 1 else 'big')
+
+
+EM_ARM = 40
 
 
 class Target:
@@ -38,6 +46,20 @@ class Target:
                   '(scripts/cross-setup.sh makes .cross/<arch>/guest)')
             sys.exit(2)
         self.path = [os.path.join(self.root, d) for d in ('usr/bin', 'bin')] if self.cross else []
+        head = _elf_head(launcher) or _elf_head('/proc/self/exe')
+        # Bytes of a pointer (and of size_t) on the target: ELF class 1 or 2.
+        self.word = 4 if head[4] == 1 else 8
+        self.machine = _machine(launcher)
+        # size_t in mangled C++ names: unsigned int or unsigned long.
+        self.size_t = 'j' if self.word == 4 else 'm'
+
+    def malloc_usable(self, n):
+        """The usable size of glibc's malloc(n): the chunk holds n and a
+        header word, rounded to the alignment (16 bytes, 8 on ARM32), at
+        least four words (rounded)."""
+        align = 8 if self.machine == EM_ARM else 16
+        least = (4 * self.word + align - 1) & ~(align - 1)
+        return max(least, (n + self.word + align - 1) & ~(align - 1)) - self.word
 
     def program(self, name):
         """The absolute path of program `name` of the target (for a cross

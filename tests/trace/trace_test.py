@@ -128,7 +128,7 @@ def check_memseq(r, strict=True):
         f'*** MEMALIGN 256 512 bytes => {res("aligned_alloc")}',
         f'*** VALLOC 100 bytes => {res("valloc")}',
         f'*** PVALLOC 5000 bytes => {res("pvalloc")}',
-        f'*** MALLOC {2**63 - 1} bytes => 0x0',
+        f'*** MALLOC {2**(8 * TARGET.word - 1)} bytes => 0x0',
     ] + [f'*** FREE {res(n)}' for n in ('calloc', 'realloc', 'reallocarray', 'memalign', 'posix_memalign',
                                         'aligned_alloc', 'valloc', 'pvalloc')]
     eq(got, want, 'memseq trace between the markers')
@@ -533,7 +533,8 @@ def main():
     a.igtrace = os.path.join(a.bin, 'igtrace')
     a.igprof = os.path.join(a.bin, 'igprof')
     a.lib = os.path.realpath(os.path.join(a.bin, '..', 'lib', 'igprof', 'libigprof.so'))
-    a.target = target.setup(a.bin)
+    global TARGET
+    a.target = TARGET = target.setup(a.bin)
     a.python = a.target.python() if a.target.cross else 'python3'
     with tempfile.TemporaryDirectory(prefix='igtrace-test.') as tmp:
         a.tmp = tmp

@@ -43,7 +43,7 @@ int main(void)
   note("valloc", NULL, h);
   void *i = pvalloc(5000);
   note("pvalloc", NULL, i);
-  void *fail = malloc(SIZE_MAX / 2); /* fails: ENOMEM */
+  void *fail = malloc((size_t)PTRDIFF_MAX + 1); /* fails: ENOMEM (more than any object may have) */
   note("malloc-fail", NULL, fail);
   free(b);
   free(c);
