@@ -114,9 +114,13 @@ def scenario_basic(a):
         check(0 < repeats < walks, f'loops allocating from one place repeat a recorded walk: {repeats} of {walks}')
 
 
+WORD = 8  # the target's word size (main() sets it from the launcher)
+
+
 def glibc_usable(n):
-    # glibc malloc: chunk = request + 8 bytes of header, 16-aligned, at least 32
-    return max(32, (n + 8 + 15) & ~15) - 8
+    # glibc malloc: chunk = request + one word of header (8 bytes on 64-bit
+    # targets, 4 on i386), 16-aligned, at least 4 words
+    return max(4 * WORD, (n + WORD + 15) & ~15) - WORD
 
 
 def scenario_unwind(a):
@@ -781,6 +785,8 @@ def main():
     a = ap.parse_args()
     a.allocator = dict(x.split('=', 1) for x in a.allocator)
     a.target = target.setup(a.bin)
+    global WORD
+    WORD = a.target.word
     a.igprof = os.path.join(os.path.abspath(a.bin), 'igprof')
     a.lib = os.path.abspath(os.path.join(a.bin, '..', 'lib', 'igprof', 'libigprof.so'))
     a.memtest = os.path.join(os.path.abspath(a.progs), 'memtest')
