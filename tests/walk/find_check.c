@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "eh_frame.h"
+#include "walk_fast_cache.h"
 
 #define MAX_SEGS 16
 
@@ -407,6 +408,55 @@ static const struct frame_recipe on_fp = {16, -16, -8, FRAME_CFA_FP, FRAME_FP_SA
 #endif
 static const struct frame_recipe no_info = {0, 0, 0, FRAME_NO_INFO, 0};
 
+/* A realigned frame (GCC's DRAP, main on i386): after the prologue the CFA
+ * is the word at FP - 2 words (DW_CFA_def_cfa_expression: DW_OP_breg<fp>
+ * -2w; DW_OP_deref) and the caller's FP is at FP (DW_CFA_expression fp:
+ * DW_OP_breg<fp> 0): a FRAME_CFA_DEREF recipe, which the PC cache holds
+ * whole; an expression of another shape stays FRAME_COMPLEX. */
+static int synthetic_realigned(void) {
+#if FRAME_LINK_REGISTER
+  return 1; /* the CIE below has the return address on the stack */
+#else
+  static uint8_t buf[1024] __attribute__((aligned(8)));
+  const uint8_t w = (uint8_t)sizeof(uintptr_t), breg_fp = (uint8_t)(0x70 + frame_arch.dwarf_fp);
+  struct builder b = {buf, EH_FRAME};
+  uintptr_t bias = (uintptr_t)buf;
+  size_t cie = b.at;
+  put_u32(&b, sizeof cie_body);
+  put(&b, cie_body, sizeof cie_body);
+  const uint8_t prog[] = {0x41,                                   /* advance 1 */
+                          0x0f, 3, breg_fp, (uint8_t)(0x80 - 2 * w), 0x06, /* *(fp - 2w) */
+                          0x10, (uint8_t)frame_arch.dwarf_fp, 2, breg_fp, 0, /* fp at fp + 0 */
+                          0x41,                                   /* advance 1 */
+                          0x0f, 4, breg_fp, (uint8_t)(0x80 - 2 * w), 0x06, 0x06}; /* two derefs */
+  size_t fde = put_fde(&b, bias, cie, 0x000, 0x010, prog, sizeof prog);
+  put_u32(&b, 0);
+  size_t end = b.at;
+  struct builder h = {buf, 0};
+  put_u8(&h, 1);
+  put_u8(&h, 0x1b);
+  put_u8(&h, 0x03);
+  put_u8(&h, 0x3b);
+  put_s32(&h, (int32_t)(EH_FRAME - h.at));
+  put_u32(&h, 1);
+  put_s32(&h, (int32_t)CODE);
+  put_s32(&h, (int32_t)fde);
+  struct module m = {"(hand-made, realigned)", bias, buf, {{(uintptr_t)buf, (uintptr_t)buf + end}}, 1};
+  const struct frame_recipe realigned = {-2 * w, 0, at_entry.ra_offset, FRAME_CFA_DEREF,
+                                         FRAME_FP_SAVED};
+  const struct frame_recipe complex = {0, 0, 0, FRAME_COMPLEX, 0};
+  int ok = expect_recipe(&m, 0x000, at_entry) & expect_recipe(&m, 0x001, realigned) &
+           expect_recipe(&m, 0x002, complex);
+  uint32_t bits;
+  int fits = recipe_compress(realigned, &bits);
+  struct frame_recipe back = recipe_expand(bits);
+  ok &= fits && frame_recipe_same(back, realigned);
+  printf("realigned frame: recipe %s, PC cache round trip %s\n", ok ? "ok" : "FAIL",
+         fits && frame_recipe_same(back, realigned) ? "ok" : "FAIL");
+  return ok;
+#endif
+}
+
 static int synthetic(void) {
   static uint8_t buf[4096] __attribute__((aligned(8)));
   struct builder b = {buf, EH_FRAME};
@@ -485,6 +535,7 @@ static int synthetic(void) {
   memcpy(buf + 8, &count, 4);
   ok &= eh_frame_find(m.hdr, m.bias, m.segs, m.nsegs, m.bias + CODE, &rc) ==
             EH_FRAME_OUT_OF_BOUNDS && rc.kind == FRAME_NO_INFO;
+  ok &= synthetic_realigned();
   printf("%s\n", ok ? "ok" : "FAIL");
   return ok;
 }
