@@ -16,14 +16,22 @@ import shutil
 import sys
 
 
-def _machine(path):
-    """The ELF e_machine of a file, or None."""
+def _head(path):
+    """The first 20 bytes of an ELF file, or None."""
     try:
         with open(path, 'rb') as f:
             head = f.read(20)
     except OSError:
         return None
     if len(head) < 20 or head[:4] != b'\x7fELF':
+        return None
+    return head
+
+
+def _machine(path):
+    """The ELF e_machine of a file, or None."""
+    head = _head(path)
+    if head is None:
         return None
     return int.from_bytes(head[18:20], 'little' if head[5] == 1 else 'big')
 
@@ -32,6 +40,10 @@ class Target:
     def __init__(self, bindir):
         launcher = os.path.join(os.path.abspath(bindir), 'igprof')
         self.cross = _machine(launcher) not in (None, _machine('/proc/self/exe'))
+        # The target's word size in bytes (ELFCLASS32: 4), as its C library's
+        # malloc sizes chunks by it.
+        head = _head(launcher)
+        self.word = 4 if head is not None and head[4] == 1 else 8
         self.root = os.environ.get('QEMU_LD_PREFIX', '') if self.cross else ''
         if self.cross and not os.path.isdir(os.path.join(self.root, 'usr', 'bin')):
             print(f'error: {launcher} is a cross build: set QEMU_LD_PREFIX to the guest root '
