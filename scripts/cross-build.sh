@@ -2,10 +2,10 @@
 # cross-build.sh ARCH PREFIX: build igprof for another architecture and
 # install it into PREFIX (PREFIX/bin, PREFIX/lib/igprof: the native layout).
 #
-# ARCH: arm64, armhf or i386. An arm64 or armhf build is the runtime
-# (lib/igprof/libigprof.so), igprof, igtrace and igprof-hookcheck;
-# the dumps they write are read by the host's igprof-analyse. An i386 build
-# is the hook engine and igprof-hookcheck for now (README.md, "Architectures").
+# ARCH: arm64, i386 or armhf. The build is the runtime
+# (lib/igprof/libigprof.so), igprof, igtrace and igprof-hookcheck; the dumps
+# they write are read by the host's igprof-analyse (README.md,
+# "Architectures").
 #
 # The cross compiler, the target's libraries and qemu-user come from
 # cross-setup.sh (../shared/scripts, or $IGPROF_CROSS_SETUP), run into the

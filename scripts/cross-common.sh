@@ -14,11 +14,11 @@ JOBS=${JOBS:-$(nproc)}
 "$ROOT/scripts/cross-setup.sh" "$ARCH"
 WERROR=OFF
 if [ -n "${CI:-}" ]; then WERROR=ON; fi
-# Where the runtime is ported (arm64, armhf), the tests read the target's dumps
-# with the host's igprof-analyse: the native build's ($IGPROF_HOST_BUILD,
-# default build), built here if it is not there yet.
+# Where the runtime is ported (arm64, i386, armhf), the tests read the target's
+# dumps with the host's igprof-analyse: the native build's
+# ($IGPROF_HOST_BUILD, default build), built here if it is not there yet.
 HOST_ARGS=()
-if [ "$ARCH" = arm64 ] || [ "$ARCH" = armhf ]; then
+if [ "$ARCH" = arm64 ] || [ "$ARCH" = i386 ] || [ "$ARCH" = armhf ]; then
   HOST_BUILD=${IGPROF_HOST_BUILD:-$ROOT/build}
   if [ ! -x "$HOST_BUILD/bin/igprof-analyse" ]; then
     "$ROOT/scripts/deps.sh"

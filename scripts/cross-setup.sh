@@ -22,10 +22,10 @@ if [ ! -f "$SETUP" ]; then
 fi
 CACHE=${IGPROF_CROSS_DIR:-$ROOT/.cross}
 # zydis for i386: its x86 hook backend decodes with Zydis as on x86_64.
-# arm64, armhf: the real programs their tests profile (sqlite3, python3.11,
-# perl, sort) and the shell, coreutils, sed, gzip, tar and xz that the
-# tests' command lines run (a host program would not be profiled), with
-# their libraries; the allocators e2e.py preloads (jemalloc, tcmalloc,
+# arm64, i386 and armhf: the real programs their tests profile (sqlite3,
+# python3.11, perl, sort) and the shell, coreutils, sed, gzip, tar and xz
+# that the tests' command lines run (a host program would not be profiled),
+# with their libraries; the allocators e2e.py preloads (jemalloc, tcmalloc,
 # mimalloc).
 GUEST_PKGS="sqlite3 libsqlite3-0 libreadline8 libtinfo6 python3.11-minimal
             libpython3.11-minimal libexpat1 libssl3
@@ -34,7 +34,7 @@ GUEST_PKGS="sqlite3 libsqlite3-0 libreadline8 libtinfo6 python3.11-minimal
             libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4 libmimalloc2.0"
 EXTRA=()
 case "$1" in
-  i386) EXTRA=(--extra-pkgs "libzydis-dev libzycore-dev libzydis4.0 libzycore1.4") ;;
+  i386) EXTRA=(--extra-pkgs "libzydis-dev libzycore-dev libzydis4.0 libzycore1.4 $GUEST_PKGS") ;;
   arm64|armhf) EXTRA=(--extra-pkgs "$GUEST_PKGS") ;;
 esac
 bash "$SETUP" "$CACHE" -a "$1" -q "${EXTRA[@]}" "${BINFMT[@]}"
@@ -64,20 +64,47 @@ fi
 # by name (a shell) finds the guest's only through a PATH that names the
 # guest root's directories as host paths (tests/profiler/target.py).
 case "$1" in
-  arm64) MA=aarch64-linux-gnu LOADER=ld-linux-aarch64.so.1 ;;
-  armhf) MA=arm-linux-gnueabihf LOADER=ld-linux-armhf.so.3 ;;
-  *) MA= ;;
+  arm64) TRIPLET=aarch64-linux-gnu MA=aarch64-linux-gnu LOADER=ld-linux-aarch64.so.1 ;;
+  armhf) TRIPLET=arm-linux-gnueabihf MA=arm-linux-gnueabihf LOADER=ld-linux-armhf.so.3 ;;
+  i386) TRIPLET=i686-linux-gnu MA=i386-linux-gnu LOADER=ld-linux.so.2 ;;
+  *) TRIPLET= ;;
 esac
-if [ -n "$MA" ]; then
+if [ -n "$TRIPLET" ]; then
   GUEST=$CACHE/$1/guest
   SYSROOT=$CACHE/$1/sysroot
   rm -rf "$GUEST.new"
   mkdir -p "$GUEST.new/lib/$MA"
   ln -s ../sysroot/usr "$GUEST.new/usr"
   ln -s ../sysroot/bin "$GUEST.new/bin"
-  ln -s "/usr/$MA/lib/$LOADER" "$GUEST.new/lib/$LOADER"
-  for f in "/usr/$MA/lib/"*.so* "$SYSROOT/lib/$MA/"*; do
+  ln -s "/usr/$TRIPLET/lib/$LOADER" "$GUEST.new/lib/$LOADER"
+  for f in "/usr/$TRIPLET/lib/"*.so* "$SYSROOT/lib/$MA/"*; do
     ln -sf "$f" "$GUEST.new/lib/$MA/$(basename "$f")"
   done
+  # The guest's loader reads /etc/ld.so.cache, the host's where the guest
+  # root has none, and the host's names i386 libraries too (libc6-i386's
+  # /lib32, another build of the C library than the cross one: threaded
+  # programs then hang). An empty cache is ignored: the loader searches its
+  # default directories, the guest root's /lib/<multiarch> first.
+  if [ "$1" = i386 ]; then
+    mkdir -p "$GUEST.new/etc"
+    : >"$GUEST.new/etc/ld.so.cache"
+  fi
   rm -rf "$GUEST" && mv "$GUEST.new" "$GUEST"
+fi
+
+# binfmt_misc for i386 (the team's recipe registers arm64 and armhf only,
+# since kernels with IA-32 emulation run i386 programs themselves): the
+# cache's qemu-i386 for every i386 executable, flag F (the interpreter is
+# opened now), as for the others. It also takes i386 programs from a kernel
+# that could run them (binfmt_misc is asked first); `echo -1 >
+# /proc/sys/fs/binfmt_misc/cross-i386` gives them back.
+if [ "$1" = i386 ] && [ ${#BINFMT[@]} -gt 0 ]; then
+  BM=/proc/sys/fs/binfmt_misc
+  [ "$(id -u)" -eq 0 ] || { echo "cross-setup.sh: --binfmt needs root" >&2; exit 2; }
+  [ -e "$BM/register" ] || mount -t binfmt_misc binfmt_misc "$BM"
+  [ -e "$BM/cross-i386" ] && echo -1 >"$BM/cross-i386"
+  printf ':%s:M::%s:%s:%s:F\n' cross-i386 \
+    '\x7f\x45\x4c\x46\x01\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x03\x00' \
+    '\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff' \
+    "$CACHE/qemu/bin/qemu-i386" >"$BM/register"
 fi

@@ -42,6 +42,23 @@
 #define FRAME_RECORD_FP 0         /* word of the caller's frame pointer */
 #define FRAME_RECORD_RA 1         /* word of the return address */
 #define FRAME_RECORD_CALLER_SP 16 /* bytes from the record to the caller's SP */
+#elif defined(__i386__)
+/* As on x86_64 with 4-byte words: a call pushes the return address. */
+#define FRAME_LINK_REGISTER 0
+#define FRAME_NEGATE_RA_STATE 0
+#define FRAME_CODE_ALIGN 1
+/* The C library's and the vDSO's trampolines: sigreturn's (pop %eax;
+ * mov $0x77, %eax; int $0x80: 8 bytes) and rt_sigreturn's (mov $0xad,
+ * %eax; int $0x80: 7 bytes). */
+#define FRAME_SIGRETURN_LEN 8
+/* The call pushed the return address just below the caller's stack pointer. */
+#define FRAME_CALL_RA_OFFSET (-4)
+/* push %ebp; mov %esp, %ebp: [caller's %ebp, return address] at FP, the
+ * caller's stack pointer after the call just above it. */
+#define FRAME_RECORD_AT_FP 1
+#define FRAME_RECORD_FP 0
+#define FRAME_RECORD_RA 1
+#define FRAME_RECORD_CALLER_SP 8
 #elif defined(__aarch64__)
 /* A call (bl, blr) leaves the return address in x30, the link register; a
  * function that calls others saves it, with the caller's x29, as a frame
@@ -116,6 +133,11 @@ enum frame_kind {
   FRAME_OUTERMOST = 2, /* return address is undefined: the stack ends here */
   FRAME_CFA_SP = 3,    /* CFA = SP + cfa_offset */
   FRAME_CFA_FP = 4,    /* CFA = FP + cfa_offset */
+  /* CFA = the word at FP + cfa_offset: a frame that realigned its stack
+   * pointer and keeps the caller's in a slot of the frame (GCC's "DRAP":
+   * main on i386, functions with over-aligned locals on x86), the saved
+   * FP, if any, at FP + fp_offset (relative to FP, not to the CFA). */
+  FRAME_CFA_DEREF = 5,
 };
 
 /* Set in frame_recipe.flags when the caller's frame pointer was saved at
@@ -187,14 +209,21 @@ enum frame_step_result {
  * symbolisation). */
 static inline enum frame_step_result frame_step(struct frame_regs *r, struct frame_recipe rc,
                                                 uintptr_t lo, uintptr_t hi) {
-  uintptr_t base;
+  uintptr_t cfa, fp_base, ra;
   switch (rc.kind) {
-  case FRAME_CFA_SP: base = r->sp; break;
-  case FRAME_CFA_FP: base = r->fp; break;
+  case FRAME_CFA_SP: cfa = fp_base = r->sp + (intptr_t)rc.cfa_offset; break;
+  case FRAME_CFA_FP: cfa = fp_base = r->fp + (intptr_t)rc.cfa_offset; break;
+  case FRAME_CFA_DEREF: {
+    uintptr_t cfa_at = r->fp + (intptr_t)rc.cfa_offset;
+    if (cfa_at < lo || cfa_at > hi - sizeof(uintptr_t))
+      return FRAME_STEP_BAD_STACK;
+    cfa = *(const uintptr_t *)cfa_at;
+    fp_base = r->fp;
+    break;
+  }
   case FRAME_OUTERMOST: return FRAME_STEP_END;
   default: return FRAME_STEP_UNWINDER;
   }
-  uintptr_t cfa = base + (intptr_t)rc.cfa_offset, ra;
   if (rc.flags & FRAME_RA_IN_LR) {
 #if FRAME_LINK_REGISTER
     /* At a return address the link register was overwritten by the call
@@ -217,7 +246,7 @@ static inline enum frame_step_result frame_step(struct frame_regs *r, struct fra
   }
   uintptr_t fp = r->fp;
   if (rc.flags & FRAME_FP_SAVED) {
-    uintptr_t fp_at = cfa + (intptr_t)rc.fp_offset;
+    uintptr_t fp_at = fp_base + (intptr_t)rc.fp_offset;
     if (fp_at < lo || fp_at > hi - sizeof(uintptr_t))
       return FRAME_STEP_BAD_STACK;
     fp = *(const uintptr_t *)fp_at;
@@ -279,6 +308,11 @@ int frame_code_is_sigreturn(uintptr_t pc);
 #if defined(__x86_64__)
 #define FRAME_REGS_HERE(r)                                                                     \
   __asm__ volatile("leaq 0(%%rip), %0\n\tmovq %%rsp, %1\n\tmovq %%rbp, %2"                    \
+                   : "=r"((r)->pc), "=r"((r)->sp), "=r"((r)->fp))
+#elif defined(__i386__)
+/* call/pop: i386 has no PC-relative lea (the pop leaves pc at the label). */
+#define FRAME_REGS_HERE(r)                                                                     \
+  __asm__ volatile("call 1f\n1:\n\tpopl %0\n\tmovl %%esp, %1\n\tmovl %%ebp, %2"              \
                    : "=r"((r)->pc), "=r"((r)->sp), "=r"((r)->fp))
 #elif defined(__aarch64__)
 #define FRAME_REGS_HERE(r)                                                                     \

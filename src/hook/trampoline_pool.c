@@ -2,6 +2,7 @@
 #include "trampoline_pool.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -69,13 +70,14 @@ int tramp_pool_contains(uintptr_t addr)
  * a mapping created meanwhile, or one the file does not show (under
  * qemu-user, the emulator's own mappings share the address space and are
  * left out of the guest's file). The next search passes over them. */
-#define MAX_TAKEN 8
+#define MAX_TAKEN 32
 
 struct gap_search {
   uintptr_t near;
   uintptr_t prev_end;
   uintptr_t best;
   uintptr_t best_distance;
+  int best_moves;
   const uintptr_t *taken;
   int ntaken;
 };
@@ -100,14 +102,26 @@ static void consider(struct gap_search *s, uintptr_t lo, uintptr_t hi)
   hi &= ~(uintptr_t)0xffff;
   if (hi <= lo || hi - lo < CHUNK)
     return;
-  /* the two ends of the gap; the one closer to the target wins */
-  uintptr_t cand[2] = {lo, hi - CHUNK};
+  /* The two ends of the gap; the one closer to the target wins. An end
+   * found taken moves into the gap by 1, 3, 7, ... chunks, so a hidden
+   * mapping is passed over in a few tries whatever its size; an end not yet
+   * tried anywhere is preferred to one moved. */
   for (int i = 0; i < 2; i++) {
-    uintptr_t d = distance(cand[i], s->near);
-    if (arch_near_reachable(cand[i], s->near, CHUNK) && d < s->best_distance &&
-        !is_taken(s, cand[i])) {
-      s->best = cand[i];
+    uintptr_t step = CHUNK, c = i ? hi - CHUNK : lo;
+    int moves = 0;
+    while (is_taken(s, c)) {
+      if (hi - lo - CHUNK < step)
+        break;
+      c = i ? hi - CHUNK - step : lo + step;
+      step = 2 * step + CHUNK;
+      moves++;
+    }
+    uintptr_t d = distance(c, s->near);
+    if (arch_near_reachable(c, s->near, CHUNK) && !is_taken(s, c) &&
+        (moves < s->best_moves || (moves == s->best_moves && d < s->best_distance))) {
+      s->best = c;
       s->best_distance = d;
+      s->best_moves = moves;
     }
   }
 }
@@ -124,7 +138,7 @@ static int visit_mapping(const struct maps_entry *e, void *arg)
 
 static uintptr_t find_near_gap(uintptr_t near, const uintptr_t *taken, int ntaken)
 {
-  struct gap_search s = {near, LOWEST_ADDRESS, 0, UINTPTR_MAX, taken, ntaken};
+  struct gap_search s = {near, LOWEST_ADDRESS, 0, UINTPTR_MAX, INT_MAX, taken, ntaken};
   if (proc_maps_for_each(visit_mapping, &s) < 0)
     return 0;
   consider(&s, s.prev_end, HIGHEST_ADDRESS);

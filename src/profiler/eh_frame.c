@@ -131,17 +131,26 @@ static void builder_add(struct row_builder *b, uint32_t start, struct frame_reci
 
 /* ---- CFI interpreter ------------------------------------------------------ */
 
-enum rule_kind { RULE_SAME = 0, RULE_UNDEFINED, RULE_OFFSET, RULE_OTHER };
+/* RULE_AT_FP: saved at FP + offset, the one DWARF expression a rule may
+ * have here (DW_OP_breg<fp> offset: a realigned frame's FP, frame.h's
+ * FRAME_CFA_DEREF). */
+enum rule_kind { RULE_SAME = 0, RULE_UNDEFINED, RULE_OFFSET, RULE_OTHER, RULE_AT_FP };
 
 struct rule {
   uint8_t kind;
-  int64_t offset; /* RULE_OFFSET: saved at CFA + offset */
+  int64_t offset; /* RULE_OFFSET: saved at CFA + offset; RULE_AT_FP: at FP + offset */
 };
+
+/* cfa_is_expression: CFA_OTHER_EXPRESSION (not for recipes), or
+ * CFA_AT_FP_DEREF: the CFA is the word at FP + cfa_deref_offset
+ * (DW_OP_breg<fp> offset; DW_OP_deref). */
+enum { CFA_RULE = 0, CFA_OTHER_EXPRESSION = 1, CFA_AT_FP_DEREF = 2 };
 
 struct cfi_state {
   int cfa_is_expression;
   uint64_t cfa_reg;
   int64_t cfa_offset;
+  int64_t cfa_deref_offset;
   struct rule fp, ra;
 };
 
@@ -177,6 +186,23 @@ static struct frame_recipe recipe_of(const struct cfi_run *run) {
     return rc;
   if (s->ra.kind == RULE_UNDEFINED) {
     rc.kind = FRAME_OUTERMOST;
+    return rc;
+  }
+  if (s->cfa_is_expression == CFA_AT_FP_DEREF) {
+    /* A realigned frame: the return address saved relative to the CFA,
+     * the FP at FP + offset or unchanged. */
+    if (s->ra.kind != RULE_OFFSET || s->ra.offset < INT32_MIN || s->ra.offset > INT32_MAX ||
+        s->cfa_deref_offset < INT32_MIN || s->cfa_deref_offset > INT32_MAX ||
+        (s->fp.kind != RULE_SAME &&
+         (s->fp.kind != RULE_AT_FP || s->fp.offset < INT32_MIN || s->fp.offset > INT32_MAX)))
+      return rc;
+    if (s->fp.kind == RULE_AT_FP) {
+      rc.flags = FRAME_FP_SAVED;
+      rc.fp_offset = (int32_t)s->fp.offset;
+    }
+    rc.kind = FRAME_CFA_DEREF;
+    rc.cfa_offset = (int32_t)s->cfa_deref_offset;
+    rc.ra_offset = (int32_t)s->ra.offset;
     return rc;
   }
   if (s->cfa_is_expression || s->cfa_offset < INT32_MIN || s->cfa_offset > INT32_MAX)
@@ -238,6 +264,24 @@ static void advance(struct cfi_run *run, struct row_builder *b, uintptr_t bias, 
   if (emit && to > run->loc)
     builder_add(b, (uint32_t)(run->loc - bias), recipe_of(run));
   run->loc = to;
+}
+
+/* Whether the DWARF expression of `len` bytes at r->p (not consumed) is
+ * exactly DW_OP_breg<fp> offset, followed by DW_OP_deref when `deref`:
+ * then *offset is the offset. */
+static int fp_relative(const struct ehdr_reader *r, uint64_t len, int deref, int64_t *offset) {
+  enum { OP_deref = 0x06, OP_breg0 = 0x70 };
+  if (len < 2 || frame_arch.dwarf_fp > 31 || r->p[0] != OP_breg0 + frame_arch.dwarf_fp)
+    return 0;
+  struct ehdr_reader e = *r;
+  e.end = r->p + len;
+  e.p++;
+  *offset = ehdr_read_sleb(&e);
+  if (deref && !e.bad && e.p < e.end && *e.p == OP_deref)
+    e.p++;
+  else if (deref)
+    return 0;
+  return !e.bad && e.p == e.end;
 }
 
 /* Run one instruction stream. With emit == 0 (the CIE's initial
@@ -314,8 +358,12 @@ static int run_insns(struct cfi_run *run, struct ehdr_reader *r, struct row_buil
       uint64_t len = ehdr_read_uleb(r);
       if (!ehdr_has(r, len))
         return 0;
+      int64_t at;
+      if (op == CFA_expression && fp_relative(r, len, 0, &at))
+        set_rule(run, reg, RULE_AT_FP, at);
+      else
+        set_rule(run, reg, RULE_OTHER, 0);
       r->p += len;
-      set_rule(run, reg, RULE_OTHER, 0);
       break;
     }
     case CFA_remember_state:
@@ -352,8 +400,9 @@ static int run_insns(struct cfi_run *run, struct ehdr_reader *r, struct row_buil
       uint64_t len = ehdr_read_uleb(r);
       if (!ehdr_has(r, len))
         return 0;
+      s->cfa_is_expression =
+          fp_relative(r, len, 1, &s->cfa_deref_offset) ? CFA_AT_FP_DEREF : CFA_OTHER_EXPRESSION;
       r->p += len;
-      s->cfa_is_expression = 1;
       break;
     }
     case CFA_GNU_args_size: (void)ehdr_read_uleb(r); break;

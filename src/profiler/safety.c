@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 #include "walk.h"
+#include "../arch/context.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -57,10 +58,27 @@ static void hook__exit(int status)
   __builtin_unreachable();
 }
 
+/* A fault of the profiler's own: where, for the bug report (the PC as an
+ * offset into libigprof.so when it is there, for addr2line). */
+static void report_own_fault(int sig, const siginfo_t *si, const void *uc)
+{
+  extern const char __ehdr_start[] __attribute__((visibility("hidden")));
+  extern const char __etext[] __attribute__((visibility("hidden"), weak));
+  const char *name = sigabbrev_np(sig) ? sigabbrev_np(sig) : "fault";
+  uintptr_t pc = uc ? context_pc(uc) : 0, base = (uintptr_t) __ehdr_start;
+  uintptr_t end = __etext ? (uintptr_t) __etext : base;
+  void *addr = si && (sig == SIGSEGV || sig == SIGBUS) ? si->si_addr : NULL;
+  if (pc >= base && pc < end)
+    igprof_warn("%s inside the profiler itself (libigprof.so+0x%lx, address %p): no dump written",
+                name, (unsigned long) (pc - base), addr);
+  else
+    igprof_warn("%s inside the profiler itself (pc 0x%lx, address %p): no dump written", name,
+                (unsigned long) pc, addr);
+}
+
 static enum igprof_signal_result on_fatal_signal(int sig, siginfo_t *si, void *uc,
                                                  const struct sigaction *app)
 {
-  (void) uc;
   /* The application's handler decides; if it ends the process through
    * exit/_exit/abort we dump there. A fault inside the profiler itself
    * (guard held) must not re-enter it. */
@@ -74,7 +92,7 @@ static enum igprof_signal_result on_fatal_signal(int sig, siginfo_t *si, void *u
    * hold a lock the dump needs, so the process dies without one. */
   if (igprof_tls.guard == IGPROF_GUARD_BUSY) {
     if (atomic_load(&igprof_state.active))
-      igprof_warn("%s inside the profiler itself: no dump written", sigabbrev_np(sig) ? sigabbrev_np(sig) : "fault");
+      report_own_fault(sig, si, uc);
     return IGPROF_SIGNAL_CHAIN;
   }
   igprof_tls.guard = IGPROF_GUARD_BUSY;

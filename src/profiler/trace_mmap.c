@@ -11,9 +11,9 @@
  * both show as MMAP.
  *
  * Which calls are the program's: everything made while the profiler's guard
- * is clear, and, while it is held, the calls libc makes on the program's
- * behalf inside a hooked malloc (a large block or heap growth) - told apart
- * by the caller being libc itself. The profiler's own mappings (its arenas,
+ * is clear, and, while a hook runs the program's own malloc (guard THROUGH),
+ * the calls libc makes on its behalf (a large block or heap growth) - told
+ * apart by the caller being libc itself. The profiler's own mappings (its arenas,
  * symbol files) come from libigprof.so, libunwind or the loader and are not
  * shown. A call made inside another tracer hook (sbrk calling brk) is not
  * shown twice.
@@ -42,7 +42,12 @@ static int trace_begin(void *caller, int *entered)
   *entered = 0;
   if (!ACTIVE() || trace_tls.inside) return 0;
   *entered = igprof_enter();
-  if (!*entered && !((uintptr_t) caller >= libc_lo && (uintptr_t) caller < libc_hi)) return 0;
+  /* Guard held: traced only when a hook is running the program's call
+   * (THROUGH) and libc makes this one inside it; the profiler's own work
+   * (BUSY: a new thread's setup asking libc for its stack bounds) is not. */
+  if (!*entered && !(igprof_tls.guard == IGPROF_GUARD_THROUGH &&
+                     (uintptr_t) caller >= libc_lo && (uintptr_t) caller < libc_hi))
+    return 0;
   trace_tls.inside = 1;
   return 1;
 }

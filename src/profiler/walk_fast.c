@@ -1314,6 +1314,9 @@ static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_unti
   int n = 0, skipped = 0;
   uint64_t fast_frames = 0;
   if (skip_until) {
+    /* The profiler's own frames stepped over are no frames of the stack
+     * (the -d accounting counts recorded frames only). */
+    uint64_t fast_before = thread_stats.frames_fast, unwinder_before = thread_stats.frames_unwinder;
     while (w->regs.pc != skip_until || w->exact) {
       if (++skipped > HOOK_SKIP_LIMIT || step(w, &fast_frames) != STEP_OK) {
         /* Our own frames could not be walked: keep the one frame known for
@@ -1326,6 +1329,9 @@ static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_unti
         return 1;
       }
     }
+    thread_stats.frames_fast = fast_before;
+    thread_stats.frames_unwinder = unwinder_before;
+    fast_frames = 0;
   }
   thread_stats.frames_fast += fast_frames;
   memo_begin(w, s);

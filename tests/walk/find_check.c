@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "eh_frame.h"
+#include "walk_fast_cache.h"
 
 #define MAX_SEGS 16
 
@@ -97,6 +98,8 @@ static long check_module(const struct module *m) {
 #define LOADER_NAME "ld-linux-x86-64.so.2"
 #elif defined(__aarch64__)
 #define LOADER_NAME "ld-linux-aarch64.so.1"
+#elif defined(__i386__)
+#define LOADER_NAME "ld-linux.so.2"
 #endif
 static const char *const wanted[] = {"(main program)", "libc.so.6", LOADER_NAME, "libstdc++.so.6",
                                      "libgcc_s.so.1"};
@@ -142,14 +145,16 @@ static int map_file(const char *path, int writable, struct module *m, void **are
     printf("FAIL: cannot open %s\n", path);
     return 0;
   }
-  Elf64_Ehdr eh;
-  Elf64_Phdr ph[64];
+  /* An ELF file of this program's class (ElfW: 64-bit or 32-bit). */
+  ElfW(Ehdr) eh;
+  ElfW(Phdr) ph[64];
+  const int elf_class = sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32;
   if (pread(fd, &eh, sizeof eh, 0) != sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
-      eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phnum > 64 ||
-      eh.e_phentsize != sizeof(Elf64_Phdr) ||
+      eh.e_ident[EI_CLASS] != elf_class || eh.e_phnum > 64 ||
+      eh.e_phentsize != sizeof(ElfW(Phdr)) ||
       pread(fd, ph, eh.e_phnum * sizeof ph[0], (off_t)eh.e_phoff) !=
           (ssize_t)(eh.e_phnum * sizeof ph[0])) {
-    printf("FAIL: %s is not a 64-bit ELF file\n", path);
+    printf("FAIL: %s is not a %zu-bit ELF file\n", path, sizeof(void *) * 8);
     close(fd);
     return 0;
   }
@@ -286,7 +291,7 @@ static int fuzz_file(const char *path, int rounds) {
       finds++;
       failed += st != EH_FRAME_OK;
       recipes += rc.kind == FRAME_CFA_SP || rc.kind == FRAME_CFA_FP;
-      bad_kind += rc.kind > FRAME_CFA_FP || (st != EH_FRAME_OK && rc.kind != FRAME_NO_INFO);
+      bad_kind += rc.kind > FRAME_CFA_DEREF || (st != EH_FRAME_OK && rc.kind != FRAME_NO_INFO);
     }
     struct eh_frame_table t;
     if (eh_frame_compile(m.hdr, m.bias, m.segs, m.nsegs, &t) != EH_FRAME_OK)
@@ -374,6 +379,20 @@ enum {
   IN_SAVED = 0x003, /* A, past the malformed FDE's advance */
   ON_FP_AT = 0x004, /* A, on rbp */
 };
+static const struct frame_recipe saved = {16, -16, -8, FRAME_CFA_SP, FRAME_FP_SAVED};
+static const struct frame_recipe on_fp = {16, -16, -8, FRAME_CFA_FP, FRAME_FP_SAVED};
+#elif defined(__i386__)
+/* CIE: "zR", code align 1, data align -4, RA column 8 (eip), FDE pointers
+ * pcrel|sdata4; CFA = esp + 4, RA at CFA - 4. */
+static const uint8_t cie_body[] = {0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x7c, 8, 1, 0x1b,
+                                   0x0c, 4, 4, 0x88, 1, 0, 0};
+/* A: push ebp at +0, three bytes of mov esp,ebp (with a prefix) at +1,
+ * frame on ebp from +4. */
+static const uint8_t prog_a[] = {0x41, 0x0e, 8, 0x85, 2, 0x43, 0x0d, 5};
+static const struct frame_recipe at_entry = {4, 0, -4, FRAME_CFA_SP, 0};
+enum { INSN = 1, SAVED_AT = 0x001, BAD_AT = 0x002, IN_SAVED = 0x003, ON_FP_AT = 0x004 };
+static const struct frame_recipe saved = {8, -8, -4, FRAME_CFA_SP, FRAME_FP_SAVED};
+static const struct frame_recipe on_fp = {8, -8, -4, FRAME_CFA_FP, FRAME_FP_SAVED};
 #elif defined(__aarch64__)
 /* CIE: "zR", code align 4, data align -8, RA column 30 (x30), FDE pointers
  * pcrel|sdata4; CFA = sp + 0, the return address still in x30. */
@@ -384,10 +403,59 @@ static const uint8_t cie_body[] = {0, 0, 0, 0, 1, 'z', 'R', 0, 4, 0x78, 30, 1, 0
 static const uint8_t prog_a[] = {0x41, 0x0e, 16, 0x9d, 2, 0x9e, 1, 0x43, 0x0d, 29};
 static const struct frame_recipe at_entry = {0, 0, 0, FRAME_CFA_SP, FRAME_RA_IN_LR};
 enum { INSN = 4, SAVED_AT = 0x004, BAD_AT = 0x006, IN_SAVED = 0x00b, ON_FP_AT = 0x010 };
-#endif
 static const struct frame_recipe saved = {16, -16, -8, FRAME_CFA_SP, FRAME_FP_SAVED};
 static const struct frame_recipe on_fp = {16, -16, -8, FRAME_CFA_FP, FRAME_FP_SAVED};
+#endif
 static const struct frame_recipe no_info = {0, 0, 0, FRAME_NO_INFO, 0};
+
+/* A realigned frame (GCC's DRAP, main on i386): after the prologue the CFA
+ * is the word at FP - 2 words (DW_CFA_def_cfa_expression: DW_OP_breg<fp>
+ * -2w; DW_OP_deref) and the caller's FP is at FP (DW_CFA_expression fp:
+ * DW_OP_breg<fp> 0): a FRAME_CFA_DEREF recipe, which the PC cache holds
+ * whole; an expression of another shape stays FRAME_COMPLEX. */
+static int synthetic_realigned(void) {
+#if FRAME_LINK_REGISTER
+  return 1; /* the CIE below has the return address on the stack */
+#else
+  static uint8_t buf[1024] __attribute__((aligned(8)));
+  const uint8_t w = (uint8_t)sizeof(uintptr_t), breg_fp = (uint8_t)(0x70 + frame_arch.dwarf_fp);
+  struct builder b = {buf, EH_FRAME};
+  uintptr_t bias = (uintptr_t)buf;
+  size_t cie = b.at;
+  put_u32(&b, sizeof cie_body);
+  put(&b, cie_body, sizeof cie_body);
+  const uint8_t prog[] = {0x41,                                   /* advance 1 */
+                          0x0f, 3, breg_fp, (uint8_t)(0x80 - 2 * w), 0x06, /* *(fp - 2w) */
+                          0x10, (uint8_t)frame_arch.dwarf_fp, 2, breg_fp, 0, /* fp at fp + 0 */
+                          0x41,                                   /* advance 1 */
+                          0x0f, 4, breg_fp, (uint8_t)(0x80 - 2 * w), 0x06, 0x06}; /* two derefs */
+  size_t fde = put_fde(&b, bias, cie, 0x000, 0x010, prog, sizeof prog);
+  put_u32(&b, 0);
+  size_t end = b.at;
+  struct builder h = {buf, 0};
+  put_u8(&h, 1);
+  put_u8(&h, 0x1b);
+  put_u8(&h, 0x03);
+  put_u8(&h, 0x3b);
+  put_s32(&h, (int32_t)(EH_FRAME - h.at));
+  put_u32(&h, 1);
+  put_s32(&h, (int32_t)CODE);
+  put_s32(&h, (int32_t)fde);
+  struct module m = {"(hand-made, realigned)", bias, buf, {{(uintptr_t)buf, (uintptr_t)buf + end}}, 1};
+  const struct frame_recipe realigned = {-2 * w, 0, at_entry.ra_offset, FRAME_CFA_DEREF,
+                                         FRAME_FP_SAVED};
+  const struct frame_recipe complex = {0, 0, 0, FRAME_COMPLEX, 0};
+  int ok = expect_recipe(&m, 0x000, at_entry) & expect_recipe(&m, 0x001, realigned) &
+           expect_recipe(&m, 0x002, complex);
+  uint32_t bits;
+  int fits = recipe_compress(realigned, &bits);
+  struct frame_recipe back = recipe_expand(bits);
+  ok &= fits && frame_recipe_same(back, realigned);
+  printf("realigned frame: recipe %s, PC cache round trip %s\n", ok ? "ok" : "FAIL",
+         fits && frame_recipe_same(back, realigned) ? "ok" : "FAIL");
+  return ok;
+#endif
+}
 
 static int synthetic(void) {
   static uint8_t buf[4096] __attribute__((aligned(8)));
@@ -467,6 +535,7 @@ static int synthetic(void) {
   memcpy(buf + 8, &count, 4);
   ok &= eh_frame_find(m.hdr, m.bias, m.segs, m.nsegs, m.bias + CODE, &rc) ==
             EH_FRAME_OUT_OF_BOUNDS && rc.kind == FRAME_NO_INFO;
+  ok &= synthetic_realigned();
   printf("%s\n", ok ? "ok" : "FAIL");
   return ok;
 }

@@ -15,12 +15,14 @@ struct emitter {
 
 static uintptr_t here(const struct emitter *e) { return (uintptr_t)e->at; }
 
+#if defined(__x86_64__) || defined(__aarch64__)
 static void put_u64(struct emitter *e, uint64_t v) {
   memcpy(e->at, &v, sizeof v);
   e->at += sizeof v;
 }
+#endif
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__i386__)
 static void put(struct emitter *e, const uint8_t *bytes, size_t n) {
   memcpy(e->at, bytes, n);
   e->at += n;
@@ -31,7 +33,9 @@ static void put(struct emitter *e, const uint8_t *bytes, size_t n) {
     static const uint8_t bytes_[] = {__VA_ARGS__};                                             \
     put(e, bytes_, sizeof bytes_);                                                             \
   } while (0)
+#endif
 
+#if defined(__x86_64__)
 /* The prologue: on a 64-byte boundary, %rbp saved, then either made the
  * frame pointer or zeroed, and the return address stored in f->caller. */
 static void prologue(struct emitter *e, struct jit_function *f, int keeps_fp) {
@@ -72,6 +76,65 @@ static void spin_loop(struct emitter *e, struct jit_function *f) {
   f->loop = here(e);
   PUT(e, 0x48, 0xff, 0xcf, /* dec %rdi */
       0x75, 0xfb);         /* jnz back to the dec */
+  f->loop_end = here(e);
+}
+
+#elif defined(__i386__)
+static void put_u32(struct emitter *e, uint32_t v) {
+  memcpy(e->at, &v, sizeof v);
+  e->at += sizeof v;
+}
+
+/* The prologue: on a 64-byte boundary, %ebp saved, then either made the
+ * frame pointer or zeroed, and the return address stored in f->caller.
+ * The arguments are on the stack: after the push, the first at 8(%esp). */
+static void prologue(struct emitter *e, struct jit_function *f, int keeps_fp) {
+  while ((uintptr_t)e->at % 64)
+    *e->at++ = 0xcc; /* int3 */
+  f->entry = e->at;
+  PUT(e, 0x55); /* push %ebp */
+  if (keeps_fp) {
+    PUT(e, 0x89, 0xe5);       /* mov %esp,%ebp */
+    PUT(e, 0x8b, 0x45, 0x04); /* mov 4(%ebp),%eax */
+  } else {
+    PUT(e, 0x31, 0xed);             /* xor %ebp,%ebp */
+    PUT(e, 0x8b, 0x44, 0x24, 0x04); /* mov 4(%esp),%eax */
+  }
+  PUT(e, 0xa3); /* mov %eax,f->caller */
+  put_u32(e, (uint32_t)(uintptr_t)&f->caller);
+}
+
+static void epilogue(struct emitter *e) { PUT(e, 0x5d, 0xc3); /* pop %ebp; ret */ }
+
+/* cb(arg) for f(cb, arg), the stack 16-byte aligned at the call as the
+ * i386 ABI wants (it was 8 bytes past it after the push). */
+static void call_callback(struct emitter *e, struct jit_function *f) {
+  PUT(e, 0x8b, 0x44, 0x24, 0x08, /* mov 8(%esp),%eax: cb */
+      0x8b, 0x4c, 0x24, 0x0c,    /* mov 12(%esp),%ecx: arg */
+      0x83, 0xec, 0x04,          /* sub $4,%esp */
+      0x51,                      /* push %ecx */
+      0xff, 0xd0);               /* call *%eax */
+  f->call_ret = here(e);
+  PUT(e, 0x83, 0xc4, 0x08); /* add $8,%esp */
+}
+
+/* with_fp(cb, arg), with cb and arg as they came. */
+static void call_function(struct emitter *e, struct jit_function *f, const void *target) {
+  PUT(e, 0x8b, 0x44, 0x24, 0x08, /* mov 8(%esp),%eax: cb */
+      0x8b, 0x4c, 0x24, 0x0c,    /* mov 12(%esp),%ecx: arg */
+      0x51, 0x50,                /* push %ecx; push %eax */
+      0xb8);                     /* mov $target,%eax */
+  put_u32(e, (uint32_t)(uintptr_t)target);
+  PUT(e, 0xff, 0xd0); /* call *%eax */
+  f->call_ret = here(e);
+  PUT(e, 0x83, 0xc4, 0x08); /* add $8,%esp */
+}
+
+static void spin_loop(struct emitter *e, struct jit_function *f) {
+  PUT(e, 0x8b, 0x4c, 0x24, 0x08); /* mov 8(%esp),%ecx: n */
+  f->loop = here(e);
+  PUT(e, 0x49,        /* dec %ecx */
+      0x75, 0xfd);    /* jnz back to the dec */
   f->loop_end = here(e);
 }
 

@@ -1,12 +1,13 @@
 /* Machine code made at run time, without unwind information, for the walker's
- * tests: what a JIT compiler leaves on the stack. x86_64 and AArch64.
+ * tests: what a JIT compiler leaves on the stack. x86_64, i386 and AArch64.
  *
  * The functions are written into an anonymous executable mapping (no module,
  * no FDE). Each one first stores its own return address in its `caller`
  * field, so a test knows every frame a walk through it must report. A frame
  * pointer is kept as JIT compilers keep it: the caller's frame pointer saved
- * next to the return address (push %rbp on x86_64; stp x29, x30, [sp, #-16]!
- * on AArch64, a frame record at the top of the frame) and the frame pointer
+ * next to the return address (push %rbp on x86_64, push %ebp on i386;
+ * stp x29, x30, [sp, #-16]! on AArch64, a frame record at the top of the
+ * frame) and the frame pointer
  * set to it; "without a frame pointer" saves the same but puts data (0) in
  * the frame-pointer register.
  */

@@ -32,40 +32,67 @@ struct mismatch {
 };
 static struct mismatch kept[KEEP_MISMATCHES];
 
-/* The return address a signal handler sees: libc's (x86_64) or the vDSO's
- * (AArch64) rt_sigreturn trampoline. Learnt once by raising a signal, and
- * checked by its bytes (mov $15, %rax; syscall / mov x8, #139; svc #0), so
- * the reference does not depend on the walker's reading of CIE augmentations. libunwind's own unw_is_signal_frame() cannot
- * serve: after unw_step it describes whichever frame libunwind last fetched
+/* The return addresses a signal handler sees: libc's (x86) or the vDSO's
+ * (AArch64) signal return trampolines. Learnt once by raising a signal to
+ * a handler with SA_SIGINFO and to one without (i386 builds two kinds of
+ * signal frames, with sigreturn and rt_sigreturn trampolines; the others
+ * one), and checked by their bytes (mov $15, %rax; syscall / mov x8, #139;
+ * svc #0 / mov $0xad, %eax; int $0x80 and pop %eax; mov $0x77, %eax;
+ * int $0x80), so the reference does not depend on the walker's reading of
+ * CIE augmentations. libunwind's own unw_is_signal_frame() cannot serve:
+ * after unw_step it describes whichever frame libunwind last fetched
  * unwind info for, which depends on its cache. */
-static uintptr_t sigreturn_trampoline;
+static uintptr_t sigreturn_trampoline[2];
+static volatile int learning; /* read by the handlers */
 
 __attribute__((noinline)) static void learn_trampoline(int sig) {
   (void)sig;
-  sigreturn_trampoline = (uintptr_t)__builtin_return_address(0);
+  sigreturn_trampoline[learning] = (uintptr_t)__builtin_return_address(0);
   __asm__ volatile("" ::: "memory"); /* not a tail call: keep our own frame */
+}
+
+__attribute__((noinline)) static void learn_rt_trampoline(int sig, siginfo_t *si, void *uc) {
+  (void)sig, (void)si, (void)uc;
+  sigreturn_trampoline[learning] = (uintptr_t)__builtin_return_address(0);
+  __asm__ volatile("" ::: "memory");
 }
 
 static void find_sigreturn_trampoline(void) {
 #if defined(__x86_64__)
+  static const unsigned char rt_code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
   static const unsigned char code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
 #elif defined(__aarch64__)
+  static const unsigned char rt_code[] = {0x68, 0x11, 0x80, 0xd2, 0x01, 0x00, 0x00, 0xd4};
   static const unsigned char code[] = {0x68, 0x11, 0x80, 0xd2, 0x01, 0x00, 0x00, 0xd4};
+#elif defined(__i386__)
+  static const unsigned char rt_code[] = {0xb8, 0xad, 0x00, 0x00, 0x00, 0xcd, 0x80};
+  static const unsigned char code[] = {0x58, 0xb8, 0x77, 0x00, 0x00, 0x00, 0xcd, 0x80};
 #endif
   struct sigaction sa, old;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = learn_trampoline;
-  sigaction(SIGUSR2, &sa, &old);
-  raise(SIGUSR2);
-  sigaction(SIGUSR2, &old, NULL);
-  if (!sigreturn_trampoline ||
-      memcmp((const void *)sigreturn_trampoline, code, sizeof code) != 0) {
-    fprintf(stderr, "walk_check: cannot find the rt_sigreturn trampoline\n");
+  for (learning = 0; learning < 2; learning++) {
+    memset(&sa, 0, sizeof sa);
+    if (learning) {
+      sa.sa_sigaction = learn_rt_trampoline;
+      sa.sa_flags = SA_SIGINFO;
+    } else {
+      sa.sa_handler = learn_trampoline;
+    }
+    sigaction(SIGUSR2, &sa, &old);
+    raise(SIGUSR2);
+    sigaction(SIGUSR2, &old, NULL);
+  }
+  if (!sigreturn_trampoline[0] || !sigreturn_trampoline[1] ||
+      memcmp((const void *)sigreturn_trampoline[0], code, sizeof code) != 0 ||
+      memcmp((const void *)sigreturn_trampoline[1], rt_code, sizeof rt_code) != 0) {
+    fprintf(stderr, "walk_check: cannot find the signal return trampolines (%#lx, %#lx)\n",
+            (unsigned long)sigreturn_trampoline[0], (unsigned long)sigreturn_trampoline[1]);
     exit(2);
   }
 }
 
-static int is_sigreturn_trampoline(uintptr_t ip) { return ip == sigreturn_trampoline; }
+static int is_sigreturn_trampoline(uintptr_t ip) {
+  return ip == sigreturn_trampoline[0] || ip == sigreturn_trampoline[1];
+}
 
 /* libunwind 1.6 on AArch64 reads the registers a frame saved without
  * checking their addresses (its x86_64 code checks them), so a reference

@@ -1,0 +1,120 @@
+/* i386 parts of frame stepping: DWARF numbering, ucontext conversions, the
+ * kernel's signal frames and the memory probe. The step itself is generic
+ * (frame.h). */
+#define _GNU_SOURCE
+#include "frame.h"
+
+#include <errno.h>
+#include <signal.h>
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+const struct frame_arch frame_arch = {
+    .name = "i386",
+    .dwarf_sp = 4, /* %esp */
+    .dwarf_fp = 5, /* %ebp */
+    .dwarf_ra = 8, /* %eip: the return-address column */
+    .min_insn = 1,
+    .red_zone = 0, /* the i386 System V ABI has none */
+    /* push %ebp; mov %esp, %ebp: the saved %ebp at FP, the return address
+     * above it, the caller's stack pointer above that. */
+    .fp_chain = {.cfa_offset = 8, .fp_offset = -8, .ra_offset = -4, .kind = FRAME_CFA_FP,
+                 .flags = FRAME_FP_SAVED},
+};
+
+void frame_regs_from_ucontext(struct frame_regs *r, const ucontext_t *uc) {
+  r->pc = (uintptr_t)uc->uc_mcontext.gregs[REG_EIP];
+  r->sp = (uintptr_t)uc->uc_mcontext.gregs[REG_ESP];
+  r->fp = (uintptr_t)uc->uc_mcontext.gregs[REG_EBP];
+}
+
+/* The trampolines, by their code (the kernel's vDSO, qemu's vDSO and glibc
+ * have the same): sigreturn's pops the signal number, then both load the
+ * system call's number and enter the kernel with int $0x80. */
+static const unsigned char sigreturn_code[8] = {0x58, 0xb8, 0x77, 0x00, 0x00, 0x00, 0xcd, 0x80};
+static const unsigned char rt_sigreturn_code[7] = {0xb8, 0xad, 0x00, 0x00, 0x00, 0xcd, 0x80};
+
+static int code_is(const unsigned char *code, const unsigned char *seq, int len) {
+  for (int i = 0; i < len; i++)
+    if (code[i] != seq[i])
+      return 0;
+  return 1;
+}
+
+int frame_regs_from_signal_frame(struct frame_regs *r, uintptr_t lo, uintptr_t hi) {
+  /* The handler's return popped the frame's first word (pretcode), so the
+   * stack pointer of the trampoline's frame is the signal frame's second:
+   *   struct sigframe    { pretcode; int sig; struct sigcontext sc; ... }
+   *   struct rt_sigframe { pretcode; int sig; siginfo_t *pinfo; void *puc;
+   *                        siginfo_t info; ucontext_t uc; ... }
+   * (Linux's arch/x86/include/asm/sigframe.h, as qemu builds them too). An
+   * interrupted PC past sigreturn's pop has the context at the stack
+   * pointer. glibc's mcontext_t starts with the kernel's sigcontext's
+   * registers, in its order. The trampoline's code is mapped: the walker
+   * derived its recipe from the unwind data that covers it. */
+  const unsigned char *code = (const unsigned char *)r->pc;
+  const mcontext_t *mc;
+  if (code_is(code, rt_sigreturn_code, sizeof rt_sigreturn_code))
+    mc = &((const ucontext_t *)(r->sp + 3 * sizeof(uint32_t) + sizeof(siginfo_t)))->uc_mcontext;
+  else if (code_is(code, sigreturn_code, sizeof sigreturn_code))
+    mc = (const mcontext_t *)(r->sp + sizeof(uint32_t));
+  else if (code_is(code, sigreturn_code + 1, sizeof sigreturn_code - 1))
+    mc = (const mcontext_t *)r->sp;
+  else
+    return 0;
+  uintptr_t first = (uintptr_t)&mc->gregs[0];
+  uintptr_t last = (uintptr_t)&mc->gregs[NGREG - 1];
+  if (first < r->sp || first < lo || last > hi - sizeof(uintptr_t))
+    return 0;
+  r->pc = (uintptr_t)mc->gregs[REG_EIP];
+  r->sp = (uintptr_t)mc->gregs[REG_ESP];
+  r->fp = (uintptr_t)mc->gregs[REG_EBP];
+  return 1;
+}
+
+void frame_regs_to_ucontext(ucontext_t *uc, const struct frame_regs *r) {
+  uc->uc_mcontext.gregs[REG_EIP] = (greg_t)r->pc;
+  uc->uc_mcontext.gregs[REG_ESP] = (greg_t)r->sp;
+  uc->uc_mcontext.gregs[REG_EBP] = (greg_t)r->fp;
+}
+
+int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor) {
+  unw_cursor_t *c = unw_cursor;
+  unw_word_t pc, sp, fp;
+  if (unw_get_reg(c, UNW_REG_IP, &pc) < 0 || unw_get_reg(c, UNW_REG_SP, &sp) < 0 ||
+      unw_get_reg(c, UNW_X86_EBP, &fp) < 0)
+    return 0;
+  r->pc = pc;
+  r->sp = sp;
+  r->fp = fp;
+  return 1;
+}
+
+int frame_memory_mapped(uintptr_t addr, uintptr_t len) {
+  /* As on x86_64: mincore fails with ENOMEM for an unmapped page (under
+   * qemu-i386 too, where msync calls every guest address mapped); errno is
+   * put back for the interrupted code. */
+  long page = 4096;
+  if (len == 0 || addr + len < addr)
+    return 0;
+  uintptr_t first = addr & ~(uintptr_t)(page - 1);
+  uintptr_t last = (addr + len - 1) & ~(uintptr_t)(page - 1);
+  unsigned char vec[1];
+  int saved = errno, ok = 1;
+  for (uintptr_t p = first; ok && p <= last; p += (uintptr_t)page)
+    ok = syscall(SYS_mincore, (void *)p, (size_t)page, vec) == 0;
+  errno = saved;
+  return ok;
+}
+
+int frame_code_is_sigreturn(uintptr_t pc) {
+  const unsigned char *code = (const unsigned char *)pc;
+  return code_is(code, sigreturn_code, sizeof sigreturn_code) ||
+         code_is(code, rt_sigreturn_code, sizeof rt_sigreturn_code);
+}
+
+int frame_is_sigreturn(uintptr_t pc) {
+  return frame_memory_mapped(pc, FRAME_SIGRETURN_LEN) && frame_code_is_sigreturn(pc);
+}
