@@ -51,8 +51,11 @@ static int libunwind_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *t
 {
   void **raw = (void **) pcs; /* the caller gives max + PROFILER_FRAMES slots */
   int n = unw_backtrace(raw, max + PROFILER_FRAMES);
+  /* Return addresses, or (AArch64's libunwind) return addresses less one:
+   * which, the caller's frame tells. */
   int k = 0;
-  while (k < n && raw[k] != caller_ret) ++k;
+  while (k < n && raw[k] != caller_ret && (char *) raw[k] + 1 != (char *) caller_ret) ++k;
+  uintptr_t less = k < n && raw[k] == caller_ret ? 1 : 0;
   if (k == n) {
     /* The caller's frame was not found (no unwind info on the way): keep
      * the one frame we know for certain. */
@@ -64,7 +67,7 @@ static int libunwind_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *t
   int out = n - k;
   if (truncated) *truncated = out > max || n == max + PROFILER_FRAMES ? WALK_TRUNCATED : WALK_COMPLETE;
   if (out > max) out = max;
-  for (int i = 0; i < out; ++i) pcs[i] = (uintptr_t) raw[k + i] - 1;
+  for (int i = 0; i < out; ++i) pcs[i] = (uintptr_t) raw[k + i] - less;
   return out;
 }
 
