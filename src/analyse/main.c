@@ -24,6 +24,8 @@ static const char usage[] =
   "      --value normal|peak   use the counter's value (default) or its peak\n"
   "  -g, --gdb                 resolve symbols from the ELF files named in the dump\n"
   "      --lines               with -g: add FILE:LINE and inline frames (DWARF)\n"
+  "      --sysroot DIR         with -g: read the dump's ELF files (and their debug files)\n"
+  "                            under DIR first: a dump made on another machine, e.g. arm64\n"
   "  -d, --demangle            demangle C++ names\n"
   "  -nf, --no-filter          keep profiler and allocator frames\n"
   "  -ml, --merge-libraries    one entry per library\n"
@@ -53,6 +55,7 @@ struct options {
   struct read_options read;
   const char **inputs; size_t ninputs, inputs_cap;
   const char *baseline;
+  const char *sysroot;
   int diff, demangle, gdb, lines, merge_libraries;
   const char *merge_regexp, *merge_ancestors;
   int show_calls, show_paths, show_libs, ascending;
@@ -117,6 +120,7 @@ static int parse_valued(struct options *o, int argc, char **argv, int *i)
   } else if (is(a, "-mr", "--merge-regexp")) o->merge_regexp = need_arg(argc, argv, i);
   else if (is(a, "-ma", "--merge-ancestors")) o->merge_ancestors = need_arg(argc, argv, i);
   else if (is(a, "-b", "--baseline")) o->baseline = need_arg(argc, argv, i);
+  else if (is(a, "--sysroot", NULL)) o->sysroot = need_arg(argc, argv, i);
   else if (is(a, "-tn", "--top")) {
     int64_t n = parse_number(a, need_arg(argc, argv, i));
     if (n <= 0) usage_error("%s expects a positive count", a);
@@ -219,6 +223,10 @@ static void parse_args(struct options *o, int argc, char **argv)
   skip_unfinished_dumps(o);
   if (o->diff && !o->baseline) usage_error("%s", "-D/--diff-mode needs -b/--baseline FILE");
   if (o->lines && !o->gdb) usage_error("%s", "--lines needs -g");
+  if (o->sysroot && !o->gdb) usage_error("%s", "--sysroot needs -g");
+  struct stat st;
+  if (o->sysroot && (stat(o->sysroot, &st) != 0 || !S_ISDIR(st.st_mode)))
+    usage_error("--sysroot %s: not a directory", o->sysroot);
 }
 
 /* Whether the input `path` ("-": standard input) is the file `out`. */
@@ -281,7 +289,7 @@ int main(int argc, char **argv)
 
   struct symtab st;
   symtab_init(&st, o.demangle);
-  o.read.resolver = o.gdb ? resolver_new(o.lines, o.demangle) : NULL;
+  o.read.resolver = o.gdb ? resolver_new(o.lines, o.demangle, o.sysroot) : NULL;
   o.read.merge = merge_rules_new(o.merge_libraries, o.merge_regexp, o.merge_ancestors);
   struct reader *rd = reader_new(&o.read, &st);
 

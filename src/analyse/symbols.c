@@ -38,6 +38,7 @@ struct resolver {
   char *names[RESOLVE_MAX_FRAMES];
   size_t name_cap[RESOLVE_MAX_FRAMES];
   char *versionless; size_t versionless_cap;
+  char *sysroot; /* or NULL */
 };
 
 static char *debuginfo_path = NULL;   /* libdwfl default: ":.debug:/usr/lib/debug" */
@@ -48,11 +49,18 @@ static const Dwfl_Callbacks offline_callbacks = {
   .debuginfo_path = &debuginfo_path,
 };
 
-struct resolver *resolver_new(int with_lines, int demangle)
+struct resolver *resolver_new(int with_lines, int demangle, const char *sysroot)
 {
   struct resolver *r = xcalloc(1, sizeof(*r));
   r->with_lines = with_lines;
   r->demangle = demangle;
+  if (sysroot && *sysroot) {
+    r->sysroot = xstrdup(sysroot);
+    /* separate debug files: beside the file, then the sysroot's, then ours */
+    size_t n = strlen(sysroot) + 64;
+    debuginfo_path = xcalloc(1, n);
+    snprintf(debuginfo_path, n, ":.debug:%s/usr/lib/debug:/usr/lib/debug", sysroot);
+  }
   strpool_init(&r->paths);
   return r;
 }
@@ -65,6 +73,7 @@ void resolver_free(struct resolver *r)
   for (size_t i = 0; i < RESOLVE_MAX_FRAMES; ++i) free(r->names[i]);
   for (size_t i = 0; i < r->paths.count; ++i) free(r->modules[i].path);
   free(r->versionless);
+  free(r->sysroot);
   free(r->modules);
   strpool_free(&r->paths);
   free(r);
@@ -83,12 +92,25 @@ static GElf_Addr first_load_vaddr(Elf *elf)
   return 0;
 }
 
-static void module_open(struct module *m, const char *path)
+static void module_open(struct module *m, const char *path, const char *sysroot)
 {
   m->path = xstrdup(path);
-  if (access(path, R_OK) != 0) return;
+  char *under = NULL;
+  if (sysroot && path[0] == '/') {
+    size_t n = strlen(sysroot) + strlen(path) + 1;
+    under = xcalloc(1, n);
+    snprintf(under, n, "%s%s", sysroot, path);
+    if (access(under, R_OK) == 0) path = under;
+  }
+  if (access(path, R_OK) != 0) {
+    free(under);
+    return;
+  }
   m->dwfl = dwfl_begin(&offline_callbacks);
-  if (!m->dwfl) return;
+  if (!m->dwfl) {
+    free(under);
+    return;
+  }
   m->mod = dwfl_report_offline(m->dwfl, path, path, -1);
   dwfl_report_end(m->dwfl, NULL, NULL);
   Elf *elf = m->mod ? dwfl_module_getelf(m->mod, &m->bias) : NULL;
@@ -96,9 +118,11 @@ static void module_open(struct module *m, const char *path)
     dwfl_end(m->dwfl);
     m->dwfl = NULL;
     m->mod = NULL;
+    free(under);
     return;
   }
   m->load_base = first_load_vaddr(elf);
+  free(under);
 }
 
 static struct module *resolver_module(struct resolver *r, const char *path)
@@ -107,7 +131,7 @@ static struct module *resolver_module(struct resolver *r, const char *path)
   uint32_t id = strpool_intern(&r->paths, path, strlen(path));
   if (r->paths.count != before) {
     GROW(r->modules, r->cap, (size_t) id + 1);
-    module_open(&r->modules[id], path);
+    module_open(&r->modules[id], path, r->sysroot);
   }
   return &r->modules[id];
 }

@@ -13,8 +13,10 @@
 struct resolver;
 
 /* with_lines: append " at FILE:LINE" and expand inline frames.
- * demangle: return demangled names. */
-struct resolver *resolver_new(int with_lines, int demangle);
+ * demangle: return demangled names. sysroot (or NULL): a directory where
+ * each ELF file named in the dump, and the debug files of /usr/lib/debug,
+ * are looked for first (a dump made on another machine). */
+struct resolver *resolver_new(int with_lines, int demangle, const char *sysroot);
 void resolver_free(struct resolver *r);
 
 /* Resolve `offset` (address minus the library's load base, as the dump

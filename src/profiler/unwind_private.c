@@ -37,6 +37,7 @@
 #include <libunwind.h>
 #include <link.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,20 +113,39 @@ static int quiet_fd(int fd) { return fd == QUIET_READ_END || fd == QUIET_WRITE_E
 
 /* Whether `len` bytes at `addr` can be read, which is what the pipe write
  * found out: a copy through the kernel, into a buffer of ours, that fails
- * with EFAULT on an unreadable page and touches no descriptor. Returns `len`
- * or -1 with errno set, as the write did. */
+ * with EFAULT on an unreadable page and touches no descriptor. Where there
+ * is no process_vm_readv (qemu-user answers ENOSYS; a seccomp filter may
+ * refuse it), whether the pages are mapped at all (mincore): libunwind took
+ * every address for unmapped there, and stepped from the link register in
+ * place of the PC. Returns `len` or -1 with errno set, as the write did. */
 static long probe_readable(const void *addr, size_t len)
 {
+  static _Atomic int no_vm_readv;
   char buf[64];
   if (len > sizeof buf) len = sizeof buf; /* libunwind checks one byte */
-  struct iovec local = {buf, len}, remote = {(void *) addr, len};
-  long n = syscall(SYS_process_vm_readv, (long) getpid(), &local, 1L, &remote, 1L, 0L);
-  if (n < 0) return -1;
-  if ((size_t) n != len) {
+  if (!atomic_load_explicit(&no_vm_readv, memory_order_relaxed)) {
+    struct iovec local = {buf, len}, remote = {(void *) addr, len};
+    long n = syscall(SYS_process_vm_readv, (long) getpid(), &local, 1L, &remote, 1L, 0L);
+    if (n >= 0) {
+      if ((size_t) n == len) return n;
+      errno = EFAULT;
+      return -1;
+    }
+    if (errno != ENOSYS && errno != EPERM) return -1;
+    atomic_store_explicit(&no_vm_readv, 1, memory_order_relaxed);
+  }
+  uintptr_t page = 4096, at = (uintptr_t) addr;
+  if (len == 0 || at + len < at) {
     errno = EFAULT;
     return -1;
   }
-  return n;
+  unsigned char vec[1];
+  for (uintptr_t p = at & ~(page - 1); p <= ((at + len - 1) & ~(page - 1)); p += page)
+    if (syscall(SYS_mincore, (void *) p, (size_t) page, vec) != 0) {
+      errno = EFAULT;
+      return -1;
+    }
+  return (long) len;
 }
 
 static int quiet_pipe2(int fds[2], int flags)

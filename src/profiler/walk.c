@@ -78,10 +78,14 @@ static int libunwind_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *t
     n = unw_backtrace(raw, max + PROFILER_FRAMES);
   }
   igprof_tls.unwind_escape = NULL;
-  int k = 0;
-  /* (On ARM32 both may carry the Thumb bit, which is not the address's.) */
+  /* Return addresses, or (AArch64's libunwind) return addresses less one:
+   * which, the caller's frame tells. (On ARM32 both may carry the Thumb
+   * bit, which is not the address's.) */
   uintptr_t ret = frame_code_address((uintptr_t) caller_ret);
-  while (k < n && frame_code_address((uintptr_t) raw[k]) != ret) ++k;
+  int k = 0;
+  while (k < n && frame_code_address((uintptr_t) raw[k]) != ret && frame_code_address((uintptr_t) raw[k]) + 1 != ret)
+    ++k;
+  uintptr_t less = k < n && frame_code_address((uintptr_t) raw[k]) == ret ? 1 : 0;
   if (k == n) {
     /* The caller's frame was not found (no unwind info on the way): keep
      * the one frame we know for certain. */
@@ -93,7 +97,7 @@ static int libunwind_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *t
   int out = n - k;
   if (truncated) *truncated = out > max || n == max + PROFILER_FRAMES ? WALK_TRUNCATED : WALK_COMPLETE;
   if (out > max) out = max;
-  for (int i = 0; i < out; ++i) pcs[i] = frame_code_address((uintptr_t) raw[k + i]) - 1;
+  for (int i = 0; i < out; ++i) pcs[i] = frame_code_address((uintptr_t) raw[k + i]) - less;
   return out;
 }
 

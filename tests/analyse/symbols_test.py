@@ -76,6 +76,40 @@ with open(path, "w") as f:
 check(["-g"], ["main;_Z5gammai 7", "main;_Z5gammai;beta 11", "main;_Z5gammai;beta;alpha 13",
                "main;%s+0x10 5" % base])
 os.unlink(stripped); os.unlink(debug); os.rmdir(d)
+# --sysroot: a dump made on another machine names the target's paths; the
+# ELF file is read under the sysroot, and a stripped one's debug file is
+# found by build-id under the sysroot's /usr/lib/debug.
+d = tempfile.mkdtemp()
+target_path = "/igprof-sysroot-test/usr/bin/" + base
+in_root = os.path.join(d, target_path.lstrip("/"))
+os.makedirs(os.path.dirname(in_root))
+subprocess.run(["cp", prog, in_root], check=True)
+with open(path) as f:
+    text = f.read().replace(stripped, target_path)
+with open(path, "w") as f:
+    f.write(text)
+resolved = ["main;_Z5gammai 7", "main;_Z5gammai;beta 11", "main;_Z5gammai;beta;alpha 13",
+            "main;%s+0x10 5" % base]
+check(["-g", "--sysroot", d], resolved)
+got = flame("-g")
+if got == sorted(resolved):
+    failures.append("-g without --sysroot resolved %s, which does not exist here" % target_path)
+notes = subprocess.run(["readelf", "-n", prog], capture_output=True, text=True).stdout
+build_id = next((l.split()[-1] for l in notes.splitlines() if "Build ID:" in l), None)
+if build_id is None:
+    failures.append("symprog has no build-id note")
+else:
+    debug = os.path.join(d, "usr/lib/debug/.build-id", build_id[:2], build_id[2:] + ".debug")
+    os.makedirs(os.path.dirname(debug))
+    subprocess.run(["objcopy", "--only-keep-debug", prog, debug], check=True)
+    subprocess.run(["objcopy", "--strip-all", prog, in_root], check=True)
+    check(["-g", "--sysroot", d], resolved)
+for args, err in ((["--sysroot", d], "--sysroot needs -g"),
+                  (["-g", "--sysroot", os.path.join(d, "none")], "not a directory")):
+    r = subprocess.run([analyse, *args, path], capture_output=True, text=True)
+    if r.returncode == 0 or err not in r.stderr:
+        failures.append("%s: expected a usage error with %r, got %d %r" % (args, err, r.returncode, r.stderr))
+subprocess.run(["rm", "-rf", d], check=True)
 # --lines expands the call inside inlined code into outer2 > inl, each with the
 # line of its own call.
 inl_line = 1 + next(i for i, l in enumerate(src) if "void inl(void)" in l)
