@@ -43,7 +43,10 @@ int main(void)
   note("valloc", NULL, h);
   void *i = pvalloc(5000);
   note("pvalloc", NULL, i);
-  void *fail = malloc((size_t)PTRDIFF_MAX + 1); /* fails: ENOMEM (more than any object may have) */
+  /* fails: ENOMEM (more than any object may have); volatile: GCC would
+   * refuse the constant size at compile time */
+  volatile size_t too_big = (size_t)PTRDIFF_MAX + 1;
+  void *fail = malloc(too_big);
   note("malloc-fail", NULL, fail);
   free(b);
   free(c);
