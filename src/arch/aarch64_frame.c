@@ -68,23 +68,6 @@ int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor) {
   return 1;
 }
 
-int frame_memory_mapped(uintptr_t addr, uintptr_t len) {
-  /* As on x86_64: mincore fails with ENOMEM for an unmapped page; errno is
-   * put back for the interrupted code. The page size is the kernel's
-   * smallest (4 KiB) so no page of a 16 or 64 KiB kernel is skipped. */
-  long page = 4096;
-  if (len == 0 || addr + len < addr)
-    return 0;
-  uintptr_t first = addr & ~(uintptr_t)(page - 1);
-  uintptr_t last = (addr + len - 1) & ~(uintptr_t)(page - 1);
-  unsigned char vec[1];
-  int saved = errno, ok = 1;
-  for (uintptr_t p = first; ok && p <= last; p += (uintptr_t)page)
-    ok = syscall(SYS_mincore, (void *)p, (size_t)page, vec) == 0;
-  errno = saved;
-  return ok;
-}
-
 int frame_code_is_sigreturn(uintptr_t pc) {
   /* The kernel's (vDSO) and glibc's __default_rt_sa_restorer:
    * mov x8, #139 (rt_sigreturn); svc #0 */

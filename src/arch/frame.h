@@ -21,6 +21,8 @@
 #include <string.h>
 #include <ucontext.h>
 
+#include "pages.h"
+
 /* Per-architecture constants (see docs/porting.md, "Frame stepping"). */
 #if defined(__x86_64__)
 /* A call pushes the return address: no register holds it, even in a leaf. */
@@ -287,10 +289,10 @@ void frame_regs_to_ucontext(ucontext_t *uc, const struct frame_regs *r);
  * after unw_step. Returns 0 when libunwind cannot tell. */
 int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor);
 
-/* Whether [addr, addr + len) is mapped, asked of the kernel (async-signal-safe,
- * no memory access). Used before handing unknown code to the DWARF unwinder,
- * which reads instructions and frame-pointer chains without checking. */
-int frame_memory_mapped(uintptr_t addr, uintptr_t len);
+/* frame_memory_mapped (pages.h): whether [addr, addr + len) is mapped,
+ * asked of the kernel (async-signal-safe, no memory access). Used before
+ * handing unknown code to the DWARF unwinder, which reads instructions and
+ * frame-pointer chains without checking. */
 
 /* Whether the code at `pc` is a signal return trampoline (the C library's
  * or the vDSO's rt_sigreturn), so the frame it returns to was interrupted:

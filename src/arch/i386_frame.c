@@ -92,23 +92,6 @@ int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor) {
   return 1;
 }
 
-int frame_memory_mapped(uintptr_t addr, uintptr_t len) {
-  /* As on x86_64: mincore fails with ENOMEM for an unmapped page (under
-   * qemu-i386 too, where msync calls every guest address mapped); errno is
-   * put back for the interrupted code. */
-  long page = 4096;
-  if (len == 0 || addr + len < addr)
-    return 0;
-  uintptr_t first = addr & ~(uintptr_t)(page - 1);
-  uintptr_t last = (addr + len - 1) & ~(uintptr_t)(page - 1);
-  unsigned char vec[1];
-  int saved = errno, ok = 1;
-  for (uintptr_t p = first; ok && p <= last; p += (uintptr_t)page)
-    ok = syscall(SYS_mincore, (void *)p, (size_t)page, vec) == 0;
-  errno = saved;
-  return ok;
-}
-
 int frame_code_is_sigreturn(uintptr_t pc) {
   const unsigned char *code = (const unsigned char *)pc;
   return code_is(code, sigreturn_code, sizeof sigreturn_code) ||

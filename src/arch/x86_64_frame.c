@@ -52,23 +52,6 @@ int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor) {
   return 1;
 }
 
-int frame_memory_mapped(uintptr_t addr, uintptr_t len) {
-  /* mincore fails with ENOMEM for any unmapped page in the range; it is a
-   * plain system call, so it is safe in a signal handler. errno is put back
-   * because the interrupted code may be about to read it. */
-  long page = 4096;
-  if (len == 0 || addr + len < addr)
-    return 0;
-  uintptr_t first = addr & ~(uintptr_t)(page - 1);
-  uintptr_t last = (addr + len - 1) & ~(uintptr_t)(page - 1);
-  unsigned char vec[1];
-  int saved = errno, ok = 1;
-  for (uintptr_t p = first; ok && p <= last; p += (uintptr_t)page)
-    ok = syscall(SYS_mincore, (void *)p, (size_t)page, vec) == 0;
-  errno = saved;
-  return ok;
-}
-
 int frame_code_is_sigreturn(uintptr_t pc) {
   /* glibc's __restore_rt: mov $15 (rt_sigreturn), %rax; syscall */
   static const unsigned char seq[FRAME_SIGRETURN_LEN] = {0x48, 0xc7, 0xc0, 0x0f, 0x00,

@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "../arch/context.h"
+#include "../arch/pages.h"
 #include "internal.h"
 #include "walk.h"
 
@@ -134,17 +135,10 @@ static long probe_readable(const void *addr, size_t len)
     if (errno != ENOSYS && errno != EPERM) return -1;
     atomic_store_explicit(&no_vm_readv, 1, memory_order_relaxed);
   }
-  uintptr_t page = 4096, at = (uintptr_t) addr;
-  if (len == 0 || at + len < at) {
+  if (!frame_memory_mapped((uintptr_t) addr, len)) {
     errno = EFAULT;
     return -1;
   }
-  unsigned char vec[1];
-  for (uintptr_t p = at & ~(page - 1); p <= ((at + len - 1) & ~(page - 1)); p += page)
-    if (syscall(SYS_mincore, (void *) p, (size_t) page, vec) != 0) {
-      errno = EFAULT;
-      return -1;
-    }
   return (long) len;
 }
 
@@ -197,11 +191,9 @@ static int quiet_fcntl(int fd, int cmd, ...)
 static int quiet_msync(void *addr, size_t len, int flags)
 {
   (void) flags;
-  uintptr_t page = (uintptr_t) addr & ~(uintptr_t) 4095, end = (uintptr_t) addr + (len ? len : 1);
-  unsigned char vec[1];
-  for (; page < end; page += 4096)
-    if (syscall(SYS_mincore, (void *) page, (size_t) 4096, vec) != 0) return -1; /* errno ENOMEM */
-  return 0;
+  if (frame_memory_mapped((uintptr_t) addr, len ? len : 1)) return 0;
+  errno = ENOMEM;
+  return -1;
 }
 
 #if defined(__arm__)
