@@ -335,11 +335,8 @@ def scenario_signals(a):
         # a sample (the sampler's signal is blocked then, as in any handler)
         # and restores the mask it read: none of that is the program's view.
         # (Only the program's output is at stake here, not the stacks.)
-        if mode in ('one', 'blanket') and a.target.libunwind_walks():
+        if mode in ('one', 'blanket'):
             sigtest_run(a, mode, ('-pp', '--unwind', 'libunwind'), native, by_phase=False)
-        elif mode in ('one', 'blanket'):
-            a.target.skip(f'sigtest {mode} under -pp --unwind libunwind', 'libunwind does not walk here '
-                          '(Target.libunwind_walks)')
     # An exec'd program starts with the mask the program set, the bit the
     # sampler kept deliverable included.
     native, _, _ = run([a.sigtest, 'exec'])

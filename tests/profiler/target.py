@@ -56,12 +56,6 @@ class Target:
         self.path = [os.path.join(self.root, d) for d in ('usr/bin', 'bin')] if self.cross else []
         self.machine = _machine(launcher)
 
-    def libunwind_walks(self):
-        """Whether `--unwind libunwind` walks a sample here. Under
-        qemu-aarch64 a sample's walk by libunwind (1.6.2) can fault inside
-        libunwind (see tests/cross/arm64-pending.txt); hook walks are right."""
-        return not (self.cross and self.machine == 183)  # EM_AARCH64
-
     def program(self, name):
         """The absolute path of program `name` of the target (for a cross
         build: in the guest root only), or None."""
