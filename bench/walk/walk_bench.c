@@ -172,6 +172,11 @@ static const char table_head[] =
 int main(int argc, char **argv) {
   int depths_default[] = {10, 30, 100};
   int ndepths = argc > 1 ? argc - 1 : 3;
+#if defined(__arm__)
+  /* libunwind's EHABI method only, as the runtime sets it (unwind_private.c):
+   * the same tables the fast walker reads. */
+  setenv("UNW_ARM_UNWIND_METHOD", "4", 1);
+#endif
   igprof_walk_fast_init();
   int depths[8];
   for (int i = 0; i < ndepths && i < 8; i++) {

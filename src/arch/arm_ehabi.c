@@ -205,3 +205,95 @@ enum ehabi_result ehabi_step(const struct ehabi_table *t, const uint32_t *entry,
   *regs = r;
   return EHABI_OK;
 }
+
+/* ehabi_step's loop without a stack: vsp followed as r[base] + off, every
+ * pop recorded as a save slot at its offset. Offsets are taken relative to
+ * the caller's stack pointer at the end. */
+enum ehabi_result ehabi_shape(const struct ehabi_table *t, const uint32_t *entry, struct ehabi_shape *out) {
+  struct bytes b;
+  enum ehabi_result res = instructions(t, entry, &b);
+  if (res != EHABI_OK)
+    return res;
+  struct ehabi_shape s = {13, 0, 0, 0, {0}};
+  int32_t off = 0;
+  int interpret = 0;
+  unsigned op, op2, mask = 0;
+  while (next_byte(&b, &op)) {
+    if ((op & 0xc0) == 0x00) {
+      off += (int32_t)((op & 0x3f) << 2) + 4;
+    } else if ((op & 0xc0) == 0x40) {
+      off -= (int32_t)((op & 0x3f) << 2) + 4;
+    } else if ((op & 0xf0) == 0x80 || (op & 0xf0) == 0xa0 || op == 0xb1) {
+      if ((op & 0xf0) == 0x80) {
+        if (!next_byte(&b, &op2))
+          return EHABI_BAD_TABLE;
+        mask = ((op & 0x0f) << 8 | op2) << 4;
+        if (mask == 0)
+          return EHABI_END;
+      } else if ((op & 0xf0) == 0xa0) {
+        mask = ((1u << ((op & 7) + 1)) - 1) << 4;
+        if (op & 8)
+          mask |= 1u << 14;
+      } else {
+        if (!next_byte(&b, &op2))
+          return EHABI_BAD_TABLE;
+        if (op2 == 0 || (op2 & 0xf0))
+          return EHABI_UNSUPPORTED;
+        mask = op2;
+      }
+      if (mask & (1u << 13))
+        interpret = 1; /* the caller's sp read from the stack */
+      for (unsigned n = 0; n < 16; n++) {
+        if (!(mask & (1u << n)))
+          continue;
+        s.saved |= 1u << n;
+        s.save_at[n] = off;
+        off += 4;
+      }
+    } else if ((op & 0xf0) == 0x90) {
+      unsigned n = op & 0x0f;
+      if (n == 13 || n == 15)
+        return EHABI_UNSUPPORTED;
+      if (!(s.saved & (1u << n)))
+        s.reads |= 1u << n;
+      if (s.saved) /* a register popped, or slots taken from another base */
+        interpret = 1;
+      s.base = n;
+      off = 0;
+    } else if (op == 0xb0) {
+      break;
+    } else if (op == 0xb2) {
+      uint32_t v = 0;
+      unsigned shift = 0;
+      do {
+        if (!next_byte(&b, &op2) || shift > 28)
+          return EHABI_BAD_TABLE;
+        v |= (uint32_t)(op2 & 0x7f) << shift;
+        shift += 7;
+      } while (op2 & 0x80);
+      if (v > 0x1000000u)
+        interpret = 1; /* no frame is that large: left to the bounds checks */
+      off += 0x204 + (int32_t)(v << 2);
+    } else if (op == 0xb3) {
+      if (!next_byte(&b, &op2))
+        return EHABI_BAD_TABLE;
+      off += 8 * ((op2 & 0x0f) + 1) + 4;
+    } else if ((op & 0xf8) == 0xb8) {
+      off += 8 * ((op & 7) + 1) + 4;
+    } else if (op == 0xc8 || op == 0xc9) {
+      if (!next_byte(&b, &op2))
+        return EHABI_BAD_TABLE;
+      off += 8 * ((op2 & 0x0f) + 1);
+    } else if ((op & 0xf8) == 0xd0) {
+      off += 8 * ((op & 7) + 1);
+    } else {
+      return EHABI_UNSUPPORTED;
+    }
+  }
+  s.cfa = off;
+  for (unsigned n = 0; n < 16; n++)
+    if (s.saved & (1u << n))
+      s.save_at[n] -= off;
+  *out = s;
+  return interpret ? EHABI_INTERPRET : EHABI_OK;
+}

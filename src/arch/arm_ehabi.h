@@ -26,6 +26,8 @@ enum ehabi_result {
   EHABI_UNSUPPORTED, /* an instruction the interpreter does not take (iWMMXt, spare codes) */
   EHABI_BAD_TABLE,   /* an entry or its instructions run outside the table given */
   EHABI_BAD_STACK,   /* a read outside [lo, hi), or a stack pointer that goes down */
+  EHABI_INTERPRET,   /* ehabi_shape: the caller's sp is no register plus a constant
+                      * (it pops sp, or sets vsp from a register after pops) */
 };
 
 /* A module's index table as loaded: `exidx` holds `count` entries of two
@@ -48,6 +50,27 @@ const uint32_t *ehabi_find(const struct ehabi_table *t, uintptr_t pc);
  * r[15] the return address (lr where the instructions do not pop pc). */
 enum ehabi_result ehabi_step(const struct ehabi_table *t, const uint32_t *entry, struct ehabi_regs *regs,
                              uintptr_t lo, uintptr_t hi);
+
+/* What an entry's instructions do, said the way a frame recipe says it:
+ * the caller's stack pointer is r[base] + cfa (base 13: this frame's sp;
+ * otherwise the register "vsp = r[n]" names, at this frame), and each
+ * register of `saved` (bit n: rn) was saved at the caller's stack pointer
+ * plus save_at[n] (a negative offset). pc (r15) in `saved` means the
+ * return address is popped into pc; otherwise it is lr's save slot, or
+ * still in lr when lr is not in `saved` either (a leaf). */
+struct ehabi_shape {
+  unsigned base;
+  int32_t cfa;
+  uint32_t saved;
+  uint32_t reads; /* registers "vsp = r[n]" reads before any pop of them */
+  int32_t save_at[16];
+};
+
+/* The shape of `entry`'s instructions, read without a stack: EHABI_OK, or
+ * EHABI_END (EXIDX_CANTUNWIND, "refuse to unwind"), EHABI_INTERPRET (only
+ * ehabi_step can follow them; `reads` is still filled in),
+ * EHABI_UNSUPPORTED, EHABI_BAD_TABLE, as ehabi_step would answer. */
+enum ehabi_result ehabi_shape(const struct ehabi_table *t, const uint32_t *entry, struct ehabi_shape *out);
 
 /* The address a prel31 word at `at` points to. */
 static inline uintptr_t ehabi_prel31(const uint32_t *at) {

@@ -109,6 +109,12 @@
  * the bottom of the frame, below the locals, and its A32 code points r11
  * at the saved lr; neither says where the caller's stack pointer is. */
 #define FRAME_RECORD_AT_FP 0
+/* Unwinding is described by EHABI tables (.ARM.exidx), not .eh_frame: the
+ * recipes come from src/arch/arm_frame.c's reading of them. The frame
+ * pointer of a recipe is r7 (Thumb code's, which Debian's armhf code is);
+ * r11, A32 code's frame pointer, is tracked beside it (struct frame_regs)
+ * and only frames the EHABI interpreter steps change it. */
+#define FRAME_EHABI_TABLES 1
 /* The Thumb bit of a return address is not part of the address: cleared,
  * a return address minus 1 lies inside the call instruction, as elsewhere. */
 #define FRAME_CODE_ADDRESS_MASK (~(uintptr_t)1)
@@ -125,6 +131,12 @@ struct frame_regs {
   /* The link register, known only in an interrupted frame (from the
    * signal's context, or restored from a signal frame); 0 elsewhere. */
   uintptr_t lr;
+#endif
+#ifdef FRAME_EHABI_TABLES
+  /* r11: no recipe reads or restores it (arm_frame.c gives the frames that
+   * save it, or set their CFA from it, to the EHABI interpreter), so a
+   * recipe step leaves it as it is, which is right. */
+  uintptr_t r11;
 #endif
 };
 
@@ -152,13 +164,17 @@ enum frame_kind {
  * architectures: a leaf, a prologue before the save, an epilogue after the
  * restore); ra_offset is 0. Only an interrupted frame can be stepped so. */
 #define FRAME_RA_IN_LR 0x4u
+/* On FRAME_COMPLEX recipes of EHABI tables (FRAME_EHABI_TABLES): the frame
+ * is stepped by the EHABI interpreter from its table entry (it saves r11,
+ * sets the CFA from r11, or pops sp), not by libunwind. */
+#define FRAME_EHABI 0x8u
 
 struct frame_recipe {
   int32_t cfa_offset;
   int32_t fp_offset; /* valid with FRAME_FP_SAVED */
   int32_t ra_offset; /* return address is at CFA + ra_offset (not with FRAME_RA_IN_LR) */
   uint8_t kind;      /* enum frame_kind */
-  uint8_t flags;     /* FRAME_FP_SAVED, FRAME_SIGNAL, FRAME_RA_IN_LR */
+  uint8_t flags;     /* FRAME_FP_SAVED, FRAME_SIGNAL, FRAME_RA_IN_LR, FRAME_EHABI */
 };
 
 static inline int frame_recipe_same(struct frame_recipe a, struct frame_recipe b) {
@@ -303,6 +319,20 @@ int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor);
 int frame_is_sigreturn(uintptr_t pc);
 int frame_code_is_sigreturn(uintptr_t pc);
 
+#ifdef FRAME_EHABI_TABLES
+#include "arm_ehabi.h"
+/* The recipe of `pc` (a return address less 1, or an interrupted PC) from
+ * a module's EHABI index `t`: FRAME_NO_INFO below its first entry,
+ * FRAME_OUTERMOST for EXIDX_CANTUNWIND (libunwind's walk ends there too),
+ * FRAME_COMPLEX | FRAME_EHABI for what only the interpreter steps,
+ * FRAME_COMPLEX (libunwind) for what it does not take. */
+struct frame_recipe frame_ehabi_recipe(const struct ehabi_table *t, uintptr_t pc);
+/* Step `r` from the frame at `pc` with the EHABI interpreter, reading the
+ * stack only in [lo, hi): FRAME_STEP_UNWINDER for what it does not take. */
+enum frame_step_result frame_ehabi_step(const struct ehabi_table *t, uintptr_t pc, struct frame_regs *r,
+                                        uintptr_t lo, uintptr_t hi);
+#endif
+
 /* Registers of the calling function at the point of the call, captured
  * inline so that pc and sp describe the same instruction (and, with a link
  * register, lr: if the recipe there says the return address is still in
@@ -320,6 +350,14 @@ int frame_code_is_sigreturn(uintptr_t pc);
 #define FRAME_REGS_HERE(r)                                                                     \
   __asm__ volatile("adr %0, .\n\tmov %1, sp\n\tmov %2, x29\n\tmov %3, x30"                   \
                    : "=r"((r)->pc), "=r"((r)->sp), "=r"((r)->fp), "=r"((r)->lr))
+#elif defined(__arm__)
+/* Stores, not moves to outputs: an output the compiler put in r7, r11 or
+ * lr would be written before that register is read. The label's address
+ * (no Thumb bit: a local label is no function) is the stores' PC. */
+#define FRAME_REGS_HERE(r)                                                                     \
+  __asm__ volatile("str sp, [%0, #4]\n\tstr r7, [%0, #8]\n\tstr lr, [%0, #12]\n\t"            \
+                   "str r11, [%0, #16]\n1:\n\tadr ip, 1b\n\tstr ip, [%0]"                     \
+                   : : "r"(r) : "ip", "memory")
 #endif
 
 #ifdef FRAME_RECORD_CALLER_SP

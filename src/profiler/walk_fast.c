@@ -69,7 +69,8 @@ struct table_record {
   struct table_record *next;
   dev_t dev;
   ino_t ino;
-  uintptr_t hdr_offset; /* .eh_frame_hdr - bias: tells two files apart cheaply */
+  uintptr_t hdr_offset; /* .eh_frame_hdr (ARM32: .ARM.exidx) - bias: tells two files apart cheaply */
+  uint32_t exidx_count; /* ARM32: entries of .ARM.exidx */
   uintptr_t anon_hdr;   /* for modules without a file: the absolute header address */
   /* Readable ranges as offsets from the load bias: every read of unwind
    * data stays inside them, at whichever address the file is loaded. */
@@ -290,6 +291,14 @@ void igprof_walk_fast_stats(struct walk_fast_stats *out) { *out = thread_stats; 
 static void compile_record(struct table_record *r, uintptr_t bias) {
   if (atomic_load_explicit(&r->compiled, memory_order_relaxed))
     return;
+#ifdef FRAME_EHABI_TABLES
+  /* Nothing to compile: an EHABI index entry is one function's row. */
+  (void)bias;
+  r->status = EH_FRAME_OK;
+  r->table.count = r->table.fde_count = r->exidx_count;
+  atomic_store_explicit(&r->compiled, 1, memory_order_release);
+  return;
+#endif
   struct eh_frame_segment segs[16];
   for (int i = 0; i < r->nsegs; i++)
     segs[i] = (struct eh_frame_segment){bias + r->seg_offsets[i].start,
@@ -368,12 +377,20 @@ static int collect_module(struct dl_phdr_info *info, size_t size, void *arg) {
   int nsegs = 0;
   const void *hdr = NULL;
   uintptr_t text_start = UINTPTR_MAX, text_end = 0;
+  uint32_t exidx_count = 0;
   (void)size;
   for (int i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
     uintptr_t start = info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
+#ifdef FRAME_EHABI_TABLES
+    if (ph->p_type == PT_ARM_EXIDX) {
+      hdr = (const void *)start;
+      exidx_count = (uint32_t)(ph->p_memsz / 8);
+    }
+#else
     if (ph->p_type == PT_GNU_EH_FRAME)
       hdr = (const void *)start;
+#endif
     if (ph->p_type != PT_LOAD)
       continue;
     if ((ph->p_flags & PF_R) && nsegs < 16)
@@ -392,6 +409,7 @@ static int collect_module(struct dl_phdr_info *info, size_t size, void *arg) {
   struct table_record *rec = find_or_add_record(info, hdr, segs, nsegs);
   if (!rec)
     return 0;
+  rec->exidx_count = exidx_count;
   b->modules[b->count++] = (struct fast_module){text_start, text_end, info->dlpi_addr, rec};
   return 0;
 }
@@ -572,6 +590,25 @@ static int sigreturn_in_module(const struct fast_module *m, uintptr_t pc) {
   return 0;
 }
 
+#ifdef FRAME_EHABI_TABLES
+/* Module m's EHABI index as arm_ehabi.c reads it: its entries, and the
+ * readable segment that holds them, where GCC and the linkers put
+ * .ARM.extab too (an entry pointing elsewhere is refused as a bad table,
+ * and its frame is libunwind's). */
+static int module_ehabi(const struct fast_module *m, struct ehabi_table *t) {
+  const struct table_record *r = m->record;
+  uintptr_t exidx = m->bias + r->hdr_offset, bytes = (uintptr_t)r->exidx_count * 8;
+  for (int i = 0; i < r->nsegs; i++) {
+    uintptr_t start = m->bias + r->seg_offsets[i].start, end = m->bias + r->seg_offsets[i].end;
+    if (exidx >= start && exidx <= end && end - exidx >= bytes) {
+      *t = (struct ehabi_table){(const uint32_t *)exidx, r->exidx_count, start, end};
+      return 1;
+    }
+  }
+  return 0;
+}
+#endif
+
 /* Derive the recipe of `pc`, in module `m` of snapshot `s`, from the
  * module's unwind data, and cache it. Safe in a signal handler
  * (eh_frame_find is). The caller has checked, in this order, that no
@@ -597,6 +634,18 @@ __attribute__((noinline)) static struct frame_recipe derive_recipe(const struct 
                                                                    const struct fast_module *m,
                                                                    uintptr_t pc) {
   struct frame_recipe rc = {0, 0, 0, FRAME_NO_INFO, 0};
+#ifdef FRAME_EHABI_TABLES
+  /* glibc's restorers have table entries (which pop every register from
+   * the context): known by their code first, so that the frame they
+   * return to is taken as interrupted. */
+  struct ehabi_table t;
+  if (m && sigreturn_in_module(m, pc))
+    rc = (struct frame_recipe){0, 0, 0, FRAME_COMPLEX, FRAME_SIGNAL};
+  else if (m && module_ehabi(m, &t)) {
+    rc = frame_ehabi_recipe(&t, pc);
+    thread_stats.derivations++;
+  }
+#else
   if (m) {
     const struct table_record *r = m->record;
     struct eh_frame_segment segs[16];
@@ -607,6 +656,7 @@ __attribute__((noinline)) static struct frame_recipe derive_recipe(const struct 
                         &rc);
     thread_stats.derivations++;
   }
+#endif
   if (rc.kind == FRAME_NO_INFO && m && sigreturn_in_module(m, pc)) {
     rc = (struct frame_recipe){0, 0, 0, FRAME_COMPLEX, FRAME_SIGNAL};
   } else if (rc.kind == FRAME_NO_INFO && m && FRAME_LINK_REGISTER && FRAME_CODE_ALIGN > 1 &&
@@ -722,6 +772,18 @@ struct walk {
 
 enum step { STEP_OK, STEP_END, STEP_CUT };
 
+/* The registers of a frame reached by recipes (or a join): its caller's
+ * link register is unknown; r11 (ARM32) is as it was, since no recipe
+ * restores it (frame.h). */
+static inline void regs_set(struct frame_regs *r, uintptr_t pc, uintptr_t sp, uintptr_t fp) {
+  r->pc = pc;
+  r->sp = sp;
+  r->fp = fp;
+#if FRAME_LINK_REGISTER
+  r->lr = 0;
+#endif
+}
+
 /* Move a libunwind cursor that starts at a full register context to the
  * walk's current frame (same pc and stack pointer). libunwind restores every
  * callee-saved register on the way, which a frame whose CFA is kept in, say,
@@ -816,6 +878,37 @@ static int signal_frame_step(struct walk *w) {
   return 1;
 }
 
+#ifdef FRAME_EHABI_TABLES
+/* Step a frame the recipes leave to the EHABI interpreter (FRAME_EHABI:
+ * it saves r11, or its CFA is r11's, or it pops sp), from its module's
+ * table, found again as recipe_for finds it: no close under way, then
+ * the current snapshot. What the interpreter does not take is libunwind's;
+ * a stack it cannot read ends the walk, as a recipe's step would. */
+static enum step ehabi_interpret(struct walk *w, uintptr_t pc, struct frame_recipe rc, int known) {
+  if (atomic_load_explicit(&closes_in_progress, memory_order_seq_cst) != 0) {
+    thread_stats.derivations_refused++;
+    return w->uc ? STEP_CUT : unwinder_step(w, rc, known);
+  }
+  const struct module_snapshot *s = atomic_load_explicit(&current_snapshot, memory_order_seq_cst);
+  const struct fast_module *m = s ? module_of(s, pc) : NULL;
+  struct ehabi_table t;
+  if (!m || !module_ehabi(m, &t))
+    return unwinder_step(w, rc, known);
+  struct frame_regs next = w->regs;
+  switch (frame_ehabi_step(&t, pc, &next, w->stack.lo, w->stack.hi)) {
+  case FRAME_STEP_OK: break;
+  case FRAME_STEP_END: w->outermost = 1; return STEP_END;
+  case FRAME_STEP_BAD_STACK: return STEP_CUT;
+  default: return unwinder_step(w, rc, known);
+  }
+  thread_stats.frames_fast++;
+  thread_stats.frames_interpreted++;
+  w->regs = next;
+  w->exact = 0;
+  return STEP_OK;
+}
+#endif
+
 /* The general step: any recipe, libunwind for what recipes cannot do. */
 __attribute__((noinline)) static enum step step_slow(struct walk *w) {
   int known;
@@ -844,6 +937,14 @@ __attribute__((noinline)) static enum step step_slow(struct walk *w) {
     w->outermost = 1;
     return STEP_END;
   case FRAME_STEP_UNWINDER:
+#ifdef FRAME_EHABI_TABLES
+    if ((rc.flags & FRAME_EHABI) && !(rc.flags & FRAME_SIGNAL)) {
+      result = ehabi_interpret(w, lookup_pc, rc, known);
+      if (result == STEP_END)
+        return result;
+      break;
+    }
+#endif
     /* FRAME_COMPLEX: code without unwind data has the frame-pointer
      * recipe (derive_recipe), so libunwind is asked only about frames it
      * can step from their unwind data, never to guess. A signal frame the
@@ -979,7 +1080,7 @@ __attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo 
     for (int k = 1; k <= copy; k++)
       pcs[n++] = f[p + k].pc - 1;
   }
-  const struct frame_regs at = {.pc = f[p + copy].pc, .sp = f[p + copy].sp, .fp = f[p + copy].fp};
+  const uintptr_t at_pc = f[p + copy].pc, at_sp = f[p + copy].sp, at_fp = f[p + copy].fp;
   struct walk_memo *cur = w->cur, *rec = prev;
   if (cur) {
     int keep = i + tail <= MEMO_FRAMES ? tail : MEMO_FRAMES - i;
@@ -1000,7 +1101,7 @@ __attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo 
     }
   }
   thread_stats.frames_memo += (uint64_t)copy;
-  w->regs = at;
+  regs_set(&w->regs, at_pc, at_sp, at_fp);
   *n_io = n;
   return end;
 }
@@ -1063,7 +1164,7 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
         thread_stats.frames_fast += (uint64_t)(out - start);
         w->frame += (int)(out - start);
         start = out;
-        w->regs = (struct frame_regs){.pc = pc, .sp = sp, .fp = fp};
+        regs_set(&w->regs, pc, sp, fp);
         *n_io = (int)(out - pcs);
         int joined = memo_join(w, prev, p, pcs, n_io, max, lo, top);
         if (joined >= 0)
@@ -1148,7 +1249,7 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
   }
   thread_stats.frames_fast += (uint64_t)(out - start);
   w->frame += (int)(out - start);
-  w->regs = (struct frame_regs){.pc = pc, .sp = sp, .fp = fp};
+  regs_set(&w->regs, pc, sp, fp);
   *n_io = (int)(out - pcs);
   return end;
 }
@@ -1516,6 +1617,8 @@ static int walk_from_here(const struct frame_regs *here, uintptr_t *pcs, int max
                           void *caller_ret, int *truncated) {
   struct region stack;
   struct frame_regs r = *here;
+  /* A code address, as the walk's PCs are (ARM32: without the Thumb bit). */
+  caller_ret = (void *)frame_code_address((uintptr_t)caller_ret);
   if (region_of(r.sp, 0, &stack)) {
     for (int i = 0; i <= HOOK_SKIP_LIMIT; i++) {
       if (i > 0 && r.pc == (uintptr_t)caller_ret)

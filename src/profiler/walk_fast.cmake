@@ -1,13 +1,7 @@
-# The fast stack walker (issue 6): frame recipes from .eh_frame with a
-# libunwind fallback. Included from src/profiler/CMakeLists.txt (and from
+# The fast stack walker (issue 6): frame recipes from .eh_frame (ARM32:
+# EHABI tables) with a libunwind fallback. Included from src/profiler/CMakeLists.txt (and from
 # tests/walk when the profiler directory is not configured yet); linked into
 # libigprof.so and directly into the walker's tests and benchmark.
-if(IGPROF_TARGET_ARM)
-  # ARM32 code carries EHABI tables (.ARM.exidx), not .eh_frame: until the
-  # walker reads them, an ARM32 runtime walks every stack with libunwind
-  # (walk.c without the fast walker; docs/stack-walking.md).
-  return()
-endif()
 if(NOT TARGET igprof_walk_fast)
   if(NOT EXISTS ${CMAKE_CURRENT_LIST_DIR}/../arch/${IGPROF_ARCH_NAME}_frame.c)
     message(FATAL_ERROR "walk_fast: no frame stepping for ${CMAKE_SYSTEM_PROCESSOR} yet")
@@ -16,6 +10,10 @@ if(NOT TARGET igprof_walk_fast)
     ${CMAKE_CURRENT_LIST_DIR}/walk_fast.c
     ${CMAKE_CURRENT_LIST_DIR}/eh_frame.c
     ${CMAKE_CURRENT_LIST_DIR}/../arch/${IGPROF_ARCH_NAME}_frame.c)
+  if(IGPROF_TARGET_ARM)
+    # ARM32 code carries EHABI tables (.ARM.exidx), not .eh_frame.
+    target_sources(igprof_walk_fast PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../arch/arm_ehabi.c)
+  endif()
   set_target_properties(igprof_walk_fast PROPERTIES
     POSITION_INDEPENDENT_CODE ON
     C_VISIBILITY_PRESET hidden)

@@ -60,6 +60,7 @@ struct walk_fast_stats {
   uint64_t derivations_refused; /* not derived: a dlclose was under way */
   uint64_t guesses;        /* PCs without unwind data given the frame-pointer recipe */
   uint64_t kernel_calls;   /* system calls made by the walker itself (libunwind's apart) */
+  uint64_t frames_interpreted; /* ARM32: of frames_fast, those the EHABI interpreter stepped */
 };
 void igprof_walk_fast_stats(struct walk_fast_stats *out);
 

@@ -151,7 +151,7 @@ NOINLINE static unsigned burn_nested(int depth, int rounds) {
  * corpus_plugin.c): otherwise the module change it tests did not happen. */
 static char *plugin_paths[2];
 static int plugin_count;
-static uintptr_t plugin_entry_seen[2];
+static uintptr_t plugin_entry_seen[2]; /* load addresses */
 static int plugin_reused;
 
 /* The harness's reference walk runs libunwind, with its global cache lock,
@@ -182,9 +182,14 @@ NOINLINE static void plugin_cycle(int round) {
     fprintf(stderr, "walk_corpus: %s has no corpus_plugin_entry\n", path);
     exit(2);
   }
-  if (plugin_count == 2 && (uintptr_t)entry == plugin_entry_seen[!which])
+  /* Where the plugin was loaded (its entry's offset differs between the
+   * two builds where a frame size changes an instruction's length, as
+   * Thumb's sub sp does). */
+  Dl_info where;
+  uintptr_t base = dladdr((void *)entry, &where) ? (uintptr_t)where.dli_fbase : 0;
+  if (plugin_count == 2 && base && base == plugin_entry_seen[!which])
     plugin_reused++;
-  plugin_entry_seen[which] = (uintptr_t)entry;
+  plugin_entry_seen[which] = base;
   entry(5);
   dlclose(h);
   igprof_walk_fast_modules_changed();

@@ -52,6 +52,9 @@ __attribute__((noinline)) static int one_trial(int wild_sp, long *frames, long *
   ucontext_t uc;
   memset(&uc, 0, sizeof uc);
   uintptr_t pc = code_targets[next_random() % (uint64_t)ncode] + next_random() % 64;
+#if defined(__arm__)
+  pc &= ~(uintptr_t)1; /* an interrupted PC: arm_pc has no Thumb bit (cpsr says the state) */
+#endif
   struct frame_regs regs = {
       .pc = pc,
       .sp = wild_sp ? (uintptr_t)(0x100000000000ull + (next_random() % 0x1000) * 4096)
@@ -89,6 +92,9 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 5; k++)
       code_targets[ncode++] = fns[i] + (uintptr_t)k * 24;
 
+#if defined(__arm__)
+  setenv("UNW_ARM_UNWIND_METHOD", "4", 1); /* the tables only, as in the runtime */
+#endif
   igprof_walk_fast_init();
   long frames = 0, deep = 0;
   for (long t = 0; t < trials; t++)

@@ -23,7 +23,7 @@
 #define KEEP_MISMATCHES 4
 
 static atomic_long points_hook, points_signal, frames_compared, mismatches, samples, garbage_tails,
-    reference_faults;
+    reference_faults, lr_past_reference;
 
 struct mismatch {
   const char *kind;
@@ -67,6 +67,11 @@ static void find_sigreturn_trampoline(void) {
 #elif defined(__i386__)
   static const unsigned char rt_code[] = {0xb8, 0xad, 0x00, 0x00, 0x00, 0xcd, 0x80};
   static const unsigned char code[] = {0x58, 0xb8, 0x77, 0x00, 0x00, 0x00, 0xcd, 0x80};
+#elif defined(__arm__)
+  /* glibc's restorers, Thumb-2: mov.w r7, #119 (sigreturn) or #173
+   * (rt_sigreturn); svc 0 */
+  static const unsigned char rt_code[] = {0x4f, 0xf0, 0xad, 0x07, 0x00, 0xdf};
+  static const unsigned char code[] = {0x4f, 0xf0, 0x77, 0x07, 0x00, 0xdf};
 #endif
   struct sigaction sa, old;
   for (learning = 0; learning < 2; learning++) {
@@ -80,6 +85,7 @@ static void find_sigreturn_trampoline(void) {
     sigaction(SIGUSR2, &sa, &old);
     raise(SIGUSR2);
     sigaction(SIGUSR2, &old, NULL);
+    sigreturn_trampoline[learning] = frame_code_address(sigreturn_trampoline[learning]);
   }
   if (!sigreturn_trampoline[0] || !sigreturn_trampoline[1] ||
       memcmp((const void *)sigreturn_trampoline[0], code, sizeof code) != 0 ||
@@ -119,6 +125,21 @@ static void catch_reference_faults(void) {
   sigaction(SIGBUS, &sa, NULL);
 }
 
+#if defined(__arm__)
+/* libunwind 1.6 reads the interrupted registers of ARM's sigreturn frame
+ * (a handler without SA_SIGINFO: struct sigframe, the ucontext at the
+ * trampoline's stack pointer) from the wrong place and goes on from
+ * garbage. The reference steps that frame by its definition: the cursor
+ * starts again from the context's r0-r15. `ctx` must outlive the cursor. */
+static int reference_sigframe_step(unw_cursor_t *c, unw_context_t *ctx) {
+  unw_word_t sp;
+  if (unw_get_reg(c, UNW_REG_SP, &sp) < 0 || !frame_memory_mapped(sp, sizeof(ucontext_t)))
+    return 0;
+  memcpy(ctx, &((const ucontext_t *)sp)->uc_mcontext.arm_r0, sizeof *ctx);
+  return unw_init_local2(c, ctx, UNW_INIT_SIGNAL_FRAME) == 0;
+}
+#endif
+
 /* The reference: libunwind's cursor, stepped to the end. Addresses follow
  * walk.h: a return address minus 1, an interrupted PC (the start of a signal
  * walk, or the frame a signal trampoline returns to) exactly. */
@@ -126,6 +147,9 @@ static int reference_walk(unw_cursor_t *c, uintptr_t *pcs, int max, int exact_fi
                           int *truncated, int *faulted) {
   volatile int n = 0, exact = exact_first;
   sigjmp_buf here, *outer = reference_jump;
+#if defined(__arm__)
+  unw_context_t sigframe_ctx;
+#endif
   *truncated = 0;
   *faulted = 0;
   if (sigsetjmp(here, 1)) {
@@ -148,6 +172,13 @@ static int reference_walk(unw_cursor_t *c, uintptr_t *pcs, int max, int exact_fi
     pcs[n] = exact ? ip : ip - 1;
     n = n + 1;
     exact = is_sigreturn_trampoline(ip);
+#if defined(__arm__)
+    if (ip == sigreturn_trampoline[0]) {
+      if (!reference_sigframe_step(c, &sigframe_ctx))
+        break;
+      continue;
+    }
+#endif
     if (unw_step(c) <= 0)
       break;
     if (unw_get_reg(c, UNW_REG_IP, &ip) < 0 || ip == 0)
@@ -156,6 +187,37 @@ static int reference_walk(unw_cursor_t *c, uintptr_t *pcs, int max, int exact_fi
   reference_jump = outer;
   return n;
 }
+
+#if defined(__arm__)
+/* libunwind 1.6's ARM unw_getcontext writes its output register (r0)
+ * before it stores through its base register, which the compiler may have
+ * put in r0 too (it did here, and the reference stored r0-r14 at address
+ * 0). The same stores, through a base the asm only reads: */
+#define REFERENCE_GETCONTEXT(ctx)                                                                  \
+  do {                                                                                             \
+    unsigned long *base_ = (ctx)->regs;                                                            \
+    __asm__ volatile("stmia %0, {r0-r12}\n\tstr sp, [%0, #52]\n\tstr lr, [%0, #56]\n"              \
+                     "1:\n\tadr ip, 1b\n\torr ip, ip, #1\n\tstr ip, [%0, #60]"                  \
+                     : : "r"(base_) : "ip", "memory");                                            \
+  } while (0)
+#else
+#define REFERENCE_GETCONTEXT(ctx) unw_getcontext(ctx)
+#endif
+
+/* A reference call outside reference_walk (the cursor's set-up and the
+ * step out of check_here) under the same fault guard: -1 if it faulted. */
+#define GUARDED(call, result)                                                                      \
+  do {                                                                                             \
+    sigjmp_buf here_, *outer_ = reference_jump;                                                    \
+    if (sigsetjmp(here_, 1)) {                                                                     \
+      reference_jump = outer_;                                                                     \
+      (result) = -1;                                                                               \
+      break;                                                                                       \
+    }                                                                                              \
+    reference_jump = &here_;                                                                       \
+    (result) = (call);                                                                             \
+    reference_jump = outer_;                                                                       \
+  } while (0)
 
 static void keep_mismatch(const char *kind, const uintptr_t *fast, int n_fast,
                           const uintptr_t *ref, int n_ref) {
@@ -174,8 +236,72 @@ static void keep_mismatch(const char *kind, const uintptr_t *fast, int n_fast,
 
 static struct mismatch kept_fault;
 
+#if defined(__arm__)
+/* glibc's lookup of a PC's EHABI index (libgcc's unwinder uses it). */
+extern uintptr_t __gnu_Unwind_Find_exidx(uintptr_t pc, int *count);
+
+/* Whether the EHABI table does not describe an interrupted pc: no entry
+ * covers it (no index, or pc below its first entry, where the linkers put
+ * the PLT), or pc is its function's first instruction (the entry
+ * describes the body, after the prologue's pushes). */
+static int table_not_yet(uintptr_t pc) {
+  int count = 0;
+  const uint32_t *e = (const uint32_t *)__gnu_Unwind_Find_exidx(pc, &count);
+  if (!e || count <= 0)
+    return 1;
+  uintptr_t start = 0;
+  for (int lo = 0, hi = count; lo < hi;) {
+    int mid = lo + (hi - lo) / 2;
+    int32_t off = (int32_t)(e[2 * mid] << 1) >> 1;
+    uintptr_t at = (uintptr_t)&e[2 * mid] + (uintptr_t)(intptr_t)off;
+    if (at <= pc) {
+      start = at;
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return start == 0 || start == pc;
+}
+#endif
+
+/* The documented difference (ARM32, docs/stack-walking.md): at an
+ * interrupted PC the EHABI table does not describe yet (table_not_yet: a
+ * PLT stub, a function's first instruction, where qemu-user delivers many
+ * signals), the fast walker takes the return address from lr; libunwind
+ * applies the entry before it, or the function's own as if its prologue
+ * had run, or ends. The stacks agree up to that frame (the first of a
+ * signal walk, or the frame a signal trampoline returns to), and at the
+ * first of a signal walk the fast walker's next frame is lr's. */
+static int lr_frame(const char *kind, const uintptr_t *fast, int n_fast, const uintptr_t *ref,
+                    int n_ref, uintptr_t lr0) {
+#if defined(__arm__)
+  int k = 0;
+  while (k < n_fast && k < n_ref && fast[k] == ref[k])
+    k++;
+  if (k == n_fast)
+    return 0; /* the fast walk is no longer */
+  /* The last interrupted frame before the stacks part: libunwind's step
+   * from it may still give the right return address (lr, for an entry
+   * that pops no lr) with a wrong stack pointer, so they can part one
+   * frame later. */
+  int e = k - 1;
+  while (e > 0 && !is_sigreturn_trampoline(ref[e - 1] + 1))
+    e--;
+  if (e < 0 || (e == 0 && strcmp(kind, "signal") != 0))
+    return 0;
+  uintptr_t at = ref[e];
+  if ((at & 1) || !table_not_yet(at))
+    return 0;
+  return e != 0 || fast[1] == frame_code_address(lr0) - 1;
+#else
+  (void)kind, (void)fast, (void)n_fast, (void)ref, (void)n_ref, (void)lr0;
+  return 0;
+#endif
+}
+
 static void compare(const char *kind, const uintptr_t *fast, int n_fast, int trunc_fast,
-                    const uintptr_t *ref, int n_ref, int trunc_ref, int ref_faulted) {
+                    const uintptr_t *ref, int n_ref, int trunc_ref, int ref_faulted, uintptr_t lr0) {
   if (ref_faulted) {
     /* The reference's frames up to the one it faulted in stepping out of:
      * the fast walk must begin with them; what follows cannot be checked. */
@@ -183,6 +309,10 @@ static void compare(const char *kind, const uintptr_t *fast, int n_fast, int tru
     for (int i = 0; prefix && i < n_ref; i++)
       prefix = fast[i] == ref[i];
     atomic_fetch_add(&frames_compared, n_ref);
+    if (!prefix && lr_frame(kind, fast, n_fast, ref, n_ref, lr0)) {
+      atomic_fetch_add(&lr_past_reference, 1);
+      return;
+    }
     if (!prefix) {
       keep_mismatch(kind, fast, n_fast, ref, n_ref);
       return;
@@ -208,6 +338,10 @@ static void compare(const char *kind, const uintptr_t *fast, int n_fast, int tru
   atomic_fetch_add(&frames_compared, n_ref < n_fast ? n_ref : n_fast);
   if (same)
     return;
+  if (lr_frame(kind, fast, n_fast, ref, n_ref, lr0)) {
+    atomic_fetch_add(&lr_past_reference, 1);
+    return;
+  }
   /* A stack that is being switched (libgcc installing a landing pad's
    * context, say) can make both walkers reach the same garbage return
    * address; after it each reads garbage its own way (on x86_64 libunwind
@@ -251,19 +385,28 @@ __attribute__((noinline)) void check_here(void) {
   unw_word_t ip = 0;
   sigset_t old;
   reference_begin(&old);
-  unw_getcontext(&ctx);
-  unw_init_local(&c, &ctx);
+  REFERENCE_GETCONTEXT(&ctx);
+  int stepped;
+  GUARDED(unw_init_local(&c, &ctx), stepped);
   /* One step leaves check_here: the reference then starts where a hook's
    * caller does. */
-  if (unw_step(&c) <= 0 || unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip != (uintptr_t)caller_ret) {
+  if (stepped == 0)
+    GUARDED(unw_step(&c), stepped);
+  if (stepped < 0) {
     reference_end(&old);
-    compare("hook(reference lost)", fast, n_fast, trunc_fast, fast, 0, 0, 0);
+    compare("hook", fast, n_fast, trunc_fast, ref, 0, 0, 1, 0); /* faulted before its first frame */
+    atomic_fetch_add(&points_hook, 1);
+    return;
+  }
+  if (stepped == 0 || unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip != (uintptr_t)caller_ret) {
+    reference_end(&old);
+    compare("hook(reference lost)", fast, n_fast, trunc_fast, fast, 0, 0, 0, 0);
     return;
   }
   int faulted;
   int n_ref = reference_walk(&c, ref, MAX_FRAMES, 0, &trunc_ref, &faulted);
   reference_end(&old);
-  compare("hook", fast, n_fast, trunc_fast, ref, n_ref, trunc_ref, faulted);
+  compare("hook", fast, n_fast, trunc_fast, ref, n_ref, trunc_ref, faulted, 0);
   atomic_fetch_add(&points_hook, 1);
 }
 
@@ -275,18 +418,31 @@ void check_signal(const ucontext_t *uc) {
   unw_cursor_t c;
   sigset_t old;
   reference_begin(&old);
-  if (unw_init_local2(&c, UNW_CONTEXT(&copy), UNW_INIT_SIGNAL_FRAME) < 0) {
+  int started;
+  GUARDED(unw_init_local2(&c, UNW_CONTEXT(&copy), UNW_INIT_SIGNAL_FRAME), started);
+  if (started < 0) {
     reference_end(&old);
     return;
   }
   int faulted;
   int n_ref = reference_walk(&c, ref, MAX_FRAMES, 1, &trunc_ref, &faulted);
   reference_end(&old);
-  compare("signal", fast, n_fast, trunc_fast, ref, n_ref, trunc_ref, faulted);
+#if defined(__arm__)
+  uintptr_t lr0 = uc->uc_mcontext.arm_lr;
+#else
+  uintptr_t lr0 = 0;
+#endif
+  compare("signal", fast, n_fast, trunc_fast, ref, n_ref, trunc_ref, faulted, lr0);
   atomic_fetch_add(&points_signal, 1);
 }
 
 void check_init(void) {
+#if defined(__arm__)
+  /* libunwind's EHABI method only, as the runtime asks for it
+   * (unwind_private.c): its DWARF method reads .debug_frame from files,
+   * its frame-chain method follows r11 through data. */
+  setenv("UNW_ARM_UNWIND_METHOD", "4", 1);
+#endif
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   /* Room for every PC of the corpus: each miss looks the PC up with
    * dl_iterate_phdr between two sigprocmask calls. */
@@ -406,12 +562,13 @@ int check_report(const char *name, long min_frames, long min_signal) {
   long mm = atomic_load(&mismatches), frames = atomic_load(&frames_compared);
   long sig = atomic_load(&points_signal), hook = atomic_load(&points_hook);
   igprof_walk_fast_modules(print_module, NULL);
-  long tails = atomic_load(&garbage_tails);
+  long tails = atomic_load(&garbage_tails), lr_past = atomic_load(&lr_past_reference);
   printf("%s: hook points %ld, signal points %ld, frames compared %ld, mismatches %ld, "
-         "equal up to an unmapped return address %ld "
+         "equal up to an unmapped return address %ld, "
+         "from lr where the EHABI table does not apply yet %ld "
          "(main thread: recipe steps %lu, memo frames %lu, libunwind steps %lu, cut %lu, "
          "recipes derived %lu)\n",
-         name, hook, sig, frames, mm, tails, (unsigned long)st.frames_fast,
+         name, hook, sig, frames, mm, tails, lr_past, (unsigned long)st.frames_fast,
          (unsigned long)st.frames_memo, (unsigned long)st.frames_unwinder,
          (unsigned long)st.walks_cut, (unsigned long)st.derivations);
   for (long k = 0; k < mm && k < KEEP_MISMATCHES; k++) {
