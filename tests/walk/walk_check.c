@@ -102,6 +102,16 @@ static int is_sigreturn_trampoline(uintptr_t ip) {
  * crash, as it would be without this handler. */
 static __thread sigjmp_buf *reference_jump;
 
+/* The calling thread's stack (check_thread_init; 0 before): an address in
+ * it is never a return address. */
+static __thread uintptr_t stack_lo, stack_hi;
+
+/* Whether `pc` could be a return address at all: mapped, and not on the
+ * thread's stack. */
+static int could_be_code(uintptr_t pc) {
+  return !(pc >= stack_lo && pc < stack_hi) && frame_memory_mapped(pc, 1);
+}
+
 static void on_reference_fault(int sig, siginfo_t *si, void *uc) {
   (void)si, (void)uc;
   if (reference_jump)
@@ -119,6 +129,34 @@ static void catch_reference_faults(void) {
   sigaction(SIGBUS, &sa, NULL);
 }
 
+#if defined(__i386__)
+/* libunwind 1.6 steps an interrupted i386 PC thunk (mov (%esp), %reg; ret,
+ * frame.h) that has no unwind data by the frame-pointer chain, which that
+ * frame has not set up, and reads garbage. The reference steps it by the
+ * thunk's definition instead: the return address at the stack pointer,
+ * every other register unchanged. `ctx` must outlive the cursor. */
+static int reference_thunk_step(unw_cursor_t *c, ucontext_t *ctx) {
+  static const struct {
+    int unw, greg;
+  } regs[] = {{UNW_X86_EAX, REG_EAX}, {UNW_X86_EBX, REG_EBX}, {UNW_X86_ECX, REG_ECX},
+              {UNW_X86_EDX, REG_EDX}, {UNW_X86_ESI, REG_ESI}, {UNW_X86_EDI, REG_EDI},
+              {UNW_X86_EBP, REG_EBP}, {UNW_X86_ESP, REG_ESP}};
+  memset(ctx, 0, sizeof *ctx);
+  for (size_t i = 0; i < sizeof regs / sizeof regs[0]; i++) {
+    unw_word_t v;
+    if (unw_get_reg(c, regs[i].unw, &v) < 0)
+      return 0;
+    ctx->uc_mcontext.gregs[regs[i].greg] = (greg_t)v;
+  }
+  uintptr_t sp = (uintptr_t)ctx->uc_mcontext.gregs[REG_ESP];
+  if (!frame_memory_mapped(sp, 4))
+    return 0;
+  ctx->uc_mcontext.gregs[REG_EIP] = (greg_t) * (const uintptr_t *)sp;
+  ctx->uc_mcontext.gregs[REG_ESP] = (greg_t)(sp + 4);
+  return unw_init_local(c, ctx) == 0;
+}
+#endif
+
 /* The reference: libunwind's cursor, stepped to the end. Addresses follow
  * walk.h: a return address minus 1, an interrupted PC (the start of a signal
  * walk, or the frame a signal trampoline returns to) exactly. */
@@ -126,6 +164,9 @@ static int reference_walk(unw_cursor_t *c, uintptr_t *pcs, int max, int exact_fi
                           int *truncated, int *faulted) {
   volatile int n = 0, exact = exact_first;
   sigjmp_buf here, *outer = reference_jump;
+#if defined(__i386__)
+  ucontext_t thunk_ctx;
+#endif
   *truncated = 0;
   *faulted = 0;
   if (sigsetjmp(here, 1)) {
@@ -147,6 +188,14 @@ static int reference_walk(unw_cursor_t *c, uintptr_t *pcs, int max, int exact_fi
     ip = frame_code_address(ip);
     pcs[n] = exact ? ip : ip - 1;
     n = n + 1;
+#if defined(__i386__)
+    if (exact && frame_code_is_pc_thunk(ip)) {
+      exact = 0;
+      if (!reference_thunk_step(c, &thunk_ctx))
+        break;
+      continue;
+    }
+#endif
     exact = is_sigreturn_trampoline(ip);
     if (unw_step(c) <= 0)
       break;
@@ -209,14 +258,16 @@ static void compare(const char *kind, const uintptr_t *fast, int n_fast, int tru
   if (same)
     return;
   /* A stack that is being switched (libgcc installing a landing pad's
-   * context, say) can make both walkers reach the same garbage return
-   * address; after it each reads garbage its own way (on x86_64 libunwind
-   * follows the frame-pointer chain and the fast walker stops; on AArch64
-   * libunwind 1.6 repeats the address and stops, the fast walker guesses by
-   * frame pointer). Agreement up to an address that is not even mapped is
-   * counted apart. */
+   * context, say), or unwind data that is wrong at one instruction (i386
+   * glibc's SSE2 memcpy variants at their jump-table dispatch), can make
+   * both walkers reach the same garbage return address; after it each
+   * reads garbage its own way (on x86_64 libunwind follows the
+   * frame-pointer chain and the fast walker stops; on AArch64 libunwind 1.6
+   * repeats the address and stops, the fast walker guesses by frame
+   * pointer). Agreement up to an address that is not even mapped, or that
+   * is on the thread's own stack, is counted apart. */
   int common = n_fast < n_ref ? n_fast : n_ref, i = 0;
-  while (i < common && fast[i] == ref[i] && frame_memory_mapped(fast[i], 1))
+  while (i < common && fast[i] == ref[i] && could_be_code(fast[i]))
     i++;
   if (i < common && fast[i] == ref[i] && !trunc_fast) {
     atomic_fetch_add(&garbage_tails, 1);
@@ -286,7 +337,10 @@ void check_signal(const ucontext_t *uc) {
   atomic_fetch_add(&points_signal, 1);
 }
 
+static void note_stack(void);
+
 void check_init(void) {
+  note_stack();
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   /* Room for every PC of the corpus: each miss looks the PC up with
    * dl_iterate_phdr between two sigprocmask calls. */
@@ -296,7 +350,23 @@ void check_init(void) {
   igprof_walk_fast_init();
 }
 
-void check_thread_init(void) { igprof_walk_fast_thread_init(); }
+static void note_stack(void) {
+  pthread_attr_t attr;
+  void *lo;
+  size_t size;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    if (pthread_attr_getstack(&attr, &lo, &size) == 0) {
+      stack_lo = (uintptr_t)lo;
+      stack_hi = (uintptr_t)lo + size;
+    }
+    pthread_attr_destroy(&attr);
+  }
+}
+
+void check_thread_init(void) {
+  igprof_walk_fast_thread_init();
+  note_stack();
+}
 
 /* ---- sampler ------------------------------------------------------------- */
 
@@ -408,7 +478,7 @@ int check_report(const char *name, long min_frames, long min_signal) {
   igprof_walk_fast_modules(print_module, NULL);
   long tails = atomic_load(&garbage_tails);
   printf("%s: hook points %ld, signal points %ld, frames compared %ld, mismatches %ld, "
-         "equal up to an unmapped return address %ld "
+         "equal up to a return address that is no code %ld "
          "(main thread: recipe steps %lu, memo frames %lu, libunwind steps %lu, cut %lu, "
          "recipes derived %lu)\n",
          name, hook, sig, frames, mm, tails, (unsigned long)st.frames_fast,
