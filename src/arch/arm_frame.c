@@ -116,6 +116,19 @@ int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor) {
 
 int frame_code_is_sigreturn(uintptr_t pc) { return sigreturn_kind(pc) != 0; }
 
+int frame_unwinder_signal_step(void *unw_cursor, ucontext_t *uc, uintptr_t pc) {
+  unw_cursor_t *c = unw_cursor;
+  unw_word_t sp;
+  int kind = sigreturn_kind(pc);
+  if (!kind || unw_get_reg(c, UNW_REG_SP, &sp) < 0)
+    return 0;
+  const ucontext_t *from = (const ucontext_t *)(sp + (kind == 2 ? sizeof(siginfo_t) : 0));
+  if (!frame_memory_mapped((uintptr_t)from, sizeof *from))
+    return 0;
+  memcpy(&uc->uc_mcontext.arm_r0, &from->uc_mcontext.arm_r0, 16 * sizeof(uc->uc_mcontext.arm_r0));
+  return unw_init_local2(c, UNW_CONTEXT(uc), UNW_INIT_SIGNAL_FRAME) == 0;
+}
+
 int frame_is_sigreturn(uintptr_t pc) {
   return (pc & 1) == 0 && frame_memory_mapped(pc, FRAME_SIGRETURN_LEN) && frame_code_is_sigreturn(pc);
 }

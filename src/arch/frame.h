@@ -331,6 +331,45 @@ struct frame_recipe frame_ehabi_recipe(const struct ehabi_table *t, uintptr_t pc
  * stack only in [lo, hi): FRAME_STEP_UNWINDER for what it does not take. */
 enum frame_step_result frame_ehabi_step(const struct ehabi_table *t, uintptr_t pc, struct frame_regs *r,
                                         uintptr_t lo, uintptr_t hi);
+/* Step a libunwind cursor (unw_cursor_t) at the signal trampoline `pc` to
+ * the interrupted frame, read from the signal frame into `uc` (which the
+ * cursor then reads, so it must outlive its use): libunwind 1.6 reads
+ * ARM's sigreturn frame (a handler without SA_SIGINFO) from the wrong
+ * place. 0: not a trampoline, or the frame is not mapped. */
+int frame_unwinder_signal_step(void *unw_cursor, ucontext_t *uc, uintptr_t pc);
+#endif
+
+/* i386 position-independent code learns its own address by calling a PC
+ * thunk (mov (%esp), %reg; ret: __x86.get_pc_thunk.*), which most objects
+ * link without unwind data and which every PIC function calls, so a signal
+ * often lands in one. An interrupted PC on either of its two instructions
+ * has its return address at the stack pointer. FRAME_PC_THUNK_BEFORE bytes
+ * before pc and FRAME_PC_THUNK_AFTER from it must be readable; the other
+ * architectures have no such thunk (0). */
+#if defined(__i386__)
+#define FRAME_PC_THUNK_BEFORE 3
+#define FRAME_PC_THUNK_AFTER 4
+static inline int frame_pc_thunk_mov(const unsigned char *c) {
+  /* 8b /r with mod 00, r/m 100 and SIB 0x24 ([%esp]), any register but %esp */
+  return c[0] == 0x8b && (c[1] & 0xc7) == 0x04 && (c[1] & 0x38) != 0x20 && c[2] == 0x24 &&
+         c[3] == 0xc3;
+}
+static inline int frame_code_is_pc_thunk(uintptr_t pc) {
+  const unsigned char *c = (const unsigned char *)pc;
+  return frame_pc_thunk_mov(c) || (c[0] == 0xc3 && frame_pc_thunk_mov(c - 3));
+}
+/* Step a libunwind cursor (unw_cursor_t) at an interrupted PC thunk to the
+ * thunk's caller, through `uc`, which the cursor then reads its registers
+ * from (it must outlive the cursor's use). 0: the stack pointer is not
+ * mapped. */
+int frame_unwinder_pc_thunk_step(void *unw_cursor, ucontext_t *uc);
+#else
+#define FRAME_PC_THUNK_BEFORE 0
+#define FRAME_PC_THUNK_AFTER 0
+static inline int frame_code_is_pc_thunk(uintptr_t pc) {
+  (void)pc;
+  return 0;
+}
 #endif
 
 /* Registers of the calling function at the point of the call, captured

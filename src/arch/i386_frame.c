@@ -92,6 +92,29 @@ int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor) {
   return 1;
 }
 
+int frame_unwinder_pc_thunk_step(void *unw_cursor, ucontext_t *uc) {
+  static const struct {
+    unsigned char unw, greg;
+  } regs[] = {{UNW_X86_EAX, REG_EAX}, {UNW_X86_EBX, REG_EBX}, {UNW_X86_ECX, REG_ECX},
+              {UNW_X86_EDX, REG_EDX}, {UNW_X86_ESI, REG_ESI}, {UNW_X86_EDI, REG_EDI},
+              {UNW_X86_EBP, REG_EBP}, {UNW_X86_ESP, REG_ESP}};
+  unw_cursor_t *c = unw_cursor;
+  greg_t g[NGREG] = {0};
+  for (size_t i = 0; i < sizeof regs / sizeof regs[0]; i++) {
+    unw_word_t v;
+    if (unw_get_reg(c, regs[i].unw, &v) < 0)
+      return 0;
+    g[regs[i].greg] = (greg_t)v;
+  }
+  uintptr_t sp = (uintptr_t)g[REG_ESP];
+  if (!frame_memory_mapped(sp, sizeof(uintptr_t)))
+    return 0;
+  g[REG_EIP] = (greg_t) * (const uintptr_t *)sp; /* the thunk's return address */
+  g[REG_ESP] = (greg_t)(sp + sizeof(uintptr_t));
+  memcpy(uc->uc_mcontext.gregs, g, sizeof g);
+  return unw_init_local(c, UNW_CONTEXT(uc)) == 0;
+}
+
 int frame_code_is_sigreturn(uintptr_t pc) {
   const unsigned char *code = (const unsigned char *)pc;
   return code_is(code, sigreturn_code, sizeof sigreturn_code) ||

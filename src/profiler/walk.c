@@ -64,6 +64,13 @@ void igprof_walk_escape(void *ucv)
   siglongjmp(*escape, 1);
 }
 
+/* The fast walker's own libunwind steps take the same escape
+ * (walk_fast.h). */
+void **igprof_unwind_escape_slot(void)
+{
+  return &igprof_tls.unwind_escape;
+}
+
 /* unw_backtrace fills raw return addresses, innermost (inside libunwind)
  * first. Everything up to and including the profiler's own frames is
  * dropped by looking for the caller's return address itself: no fixed skip

@@ -21,6 +21,7 @@
 
 #include <link.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -627,9 +628,10 @@ static int module_ehabi(const struct fast_module *m, struct ehabi_table *t) {
  * walk, marked WALK_STOPPED. Caching it by address is safe because the
  * guess depends on nothing but the absence of unwind data there, which
  * only a module change alters, and a module change clears the cache.
- * Two kinds of module code without unwind data are known better: a signal
- * return trampoline (sigreturn_in_module), and, with a link register, any
- * interrupted PC there (see below). */
+ * Three kinds of module code without unwind data are known better: a signal
+ * return trampoline (sigreturn_in_module), i386's PC thunks
+ * (frame_code_is_pc_thunk), and, with a link register, any interrupted PC
+ * there (see below). */
 __attribute__((noinline)) static struct frame_recipe derive_recipe(const struct module_snapshot *s,
                                                                    const struct fast_module *m,
                                                                    uintptr_t pc) {
@@ -659,6 +661,13 @@ __attribute__((noinline)) static struct frame_recipe derive_recipe(const struct 
 #endif
   if (rc.kind == FRAME_NO_INFO && m && sigreturn_in_module(m, pc)) {
     rc = (struct frame_recipe){0, 0, 0, FRAME_COMPLEX, FRAME_SIGNAL};
+  } else if (FRAME_PC_THUNK_AFTER && rc.kind == FRAME_NO_INFO && m &&
+             module_readable(m, pc - FRAME_PC_THUNK_BEFORE,
+                             FRAME_PC_THUNK_BEFORE + FRAME_PC_THUNK_AFTER) &&
+             frame_code_is_pc_thunk(pc)) {
+    /* Only ever an interrupted PC (a thunk calls nothing): the call's
+     * return address is at the stack pointer. */
+    rc = (struct frame_recipe){-FRAME_CALL_RA_OFFSET, 0, FRAME_CALL_RA_OFFSET, FRAME_CFA_SP, 0};
   } else if (rc.kind == FRAME_NO_INFO && m && FRAME_LINK_REGISTER && FRAME_CODE_ALIGN > 1 &&
              pc % FRAME_CODE_ALIGN == 0) {
     /* An interrupted PC (a return address minus 1 is never aligned) in a
@@ -784,6 +793,27 @@ static inline void regs_set(struct frame_regs *r, uintptr_t pc, uintptr_t sp, ui
 #endif
 }
 
+/* unw_step with a fault escape (walk_fast.h, igprof_unwind_escape_slot): a
+ * fault inside it answers like a step that found no caller (-UNW_EINVAL).
+ * The slot's previous value is put back, so a guarded walk may run inside
+ * another one's (a hook walk from a signal handler). */
+static int guarded_step(unw_cursor_t *c) {
+  void **slot = igprof_unwind_escape_slot ? igprof_unwind_escape_slot() : NULL;
+  if (!slot)
+    return unw_step(c);
+  void *outer = *slot;
+  sigjmp_buf escape;
+  volatile int stepped = -UNW_EINVAL;
+  if (sigsetjmp(escape, 0) == 0) {
+    *slot = &escape;
+    stepped = unw_step(c);
+  } else {
+    thread_stats.unwinder_faults++;
+  }
+  *slot = outer;
+  return stepped;
+}
+
 /* Move a libunwind cursor that starts at a full register context to the
  * walk's current frame (same pc and stack pointer). libunwind restores every
  * callee-saved register on the way, which a frame whose CFA is kept in, say,
@@ -795,7 +825,7 @@ static int seek_frame(unw_cursor_t *c, const struct frame_regs *target, int limi
       return 0;
     if (sp == target->sp && ip == target->pc)
       return 1;
-    if (unw_step(c) <= 0)
+    if (guarded_step(c) <= 0)
       return 0;
   }
   return 0;
@@ -843,7 +873,7 @@ static enum step unwinder_step(struct walk *w, struct frame_recipe rc, int known
    * signal frame once it has stepped into it.) */
   int interrupted = known == KNOWN_REFUSED ? sigreturn_at(w->regs.pc)
                                            : (rc.flags & FRAME_SIGNAL) != 0;
-  int stepped = unw_step(&cursor);
+  int stepped = guarded_step(&cursor);
   if (stepped == 0)
     return STEP_END;
   struct frame_regs next;
@@ -1287,6 +1317,20 @@ static int unwinder_walk(struct walk *w, const struct module_snapshot *s, uintpt
     } else if (++skipped > HOOK_SKIP_LIMIT) {
       break;
     }
+#if FRAME_PC_THUNK_AFTER
+    /* libunwind steps an interrupted PC thunk without unwind data by the
+     * frame-pointer chain, which the thunk has not set up (frame.h): step
+     * it by its definition. */
+    if (exact && s && frame_memory_mapped(ip - FRAME_PC_THUNK_BEFORE,
+                                          FRAME_PC_THUNK_BEFORE + FRAME_PC_THUNK_AFTER) &&
+        frame_code_is_pc_thunk(ip)) {
+      thread_stats.kernel_calls++;
+      if (!frame_unwinder_pc_thunk_step(&cursor, &uc))
+        break;
+      exact = 0;
+      continue;
+    }
+#endif
     /* As in step(): the frame after a signal trampoline was interrupted. */
     if (s) {
       int known;
@@ -1295,7 +1339,17 @@ static int unwinder_walk(struct walk *w, const struct module_snapshot *s, uintpt
     } else {
       exact = 0;
     }
-    if (unw_step(&cursor) <= 0)
+#ifdef FRAME_EHABI_TABLES
+    /* The signal frame read by the walker (frame.h: libunwind 1.6 misreads
+     * ARM's sigreturn frame). */
+    if (exact) {
+      thread_stats.kernel_calls++;
+      if (!frame_unwinder_signal_step(&cursor, &uc, ip))
+        break;
+      continue;
+    }
+#endif
+    if (guarded_step(&cursor) <= 0)
       break;
   }
   return n;

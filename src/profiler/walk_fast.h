@@ -45,6 +45,16 @@ void igprof_walk_fast_modules_closed(void);
 void igprof_walk_fast_modules_changed(void);
 void igprof_walk_fast_thread_init(void);
 
+/* libunwind reads the stack without checking every address: a corrupt
+ * stack can make unw_step fault. Where the program that links this walker
+ * defines this function, every unw_step runs guarded: the walker stores a
+ * sigjmp_buf in the slot it returns (the calling thread's) and clears it
+ * after the step, and that program's SIGSEGV/SIGBUS handler, seeing the slot
+ * set, siglongjmps there (after clearing it and restoring the interrupted
+ * signal mask); the walk then ends where the fault was. Without it (a test
+ * that installs no such handler) unw_step runs unguarded. */
+void **igprof_unwind_escape_slot(void) __attribute__((weak));
+
 /* Per-thread counters of the calling thread (for tests, -d and benchmarks). */
 struct walk_fast_stats {
   uint64_t walks;          /* calls of either walk function */
@@ -61,6 +71,7 @@ struct walk_fast_stats {
   uint64_t guesses;        /* PCs without unwind data given the frame-pointer recipe */
   uint64_t kernel_calls;   /* system calls made by the walker itself (libunwind's apart) */
   uint64_t frames_interpreted; /* ARM32: of frames_fast, those the EHABI interpreter stepped */
+  uint64_t unwinder_faults; /* libunwind steps that faulted and were abandoned */
 };
 void igprof_walk_fast_stats(struct walk_fast_stats *out);
 

@@ -19,6 +19,10 @@ echo "ok: installed tree has bin/ and lib/igprof/"
 
 mkdir "$P/run" && cd "$P/run"
 unset LD_LIBRARY_PATH LD_PRELOAD
+# A cross build run natively (scripts/cross-test.sh i386 on an x86_64
+# kernel): the target system's own library directories, where a real i386
+# system has the runtime's libraries (libz, Zydis) installed.
+if [ -n "${IGPROF_TARGET_LIBRARY_PATH:-}" ]; then export LD_LIBRARY_PATH=$IGPROF_TARGET_LIBRARY_PATH; fi
 out=$("$P/prefix/bin/igprof" -mp -z -o sample.gz "$SAMPLE")
 [ "$out" = "$("$SAMPLE")" ] || fail "sample's output differs under the installed igprof"
 [ -s sample.gz ] || fail "no dump written by the installed igprof"

@@ -310,7 +310,7 @@ def sigtest_top(a):
     signal it maps."""
     r, _, _ = run([a.sigtest, 'top'])
     top = int(r.stdout) if r.returncode == 0 and r.stdout.strip().isdigit() else -1
-    if not a.target.cross:
+    if not a.target.emulated:
         eq(top, int(signal.SIGRTMAX), 'sigtest top: SIGRTMAX, the highest real-time signal')
     else:
         check(signal.SIGRTMIN + 6 < top <= signal.SIGRTMAX, f'sigtest top under qemu-user: {top}')
@@ -340,7 +340,7 @@ def scenario_signals(a):
     # An exec'd program starts with the mask the program set, the bit the
     # sampler kept deliverable included.
     native, _, _ = run([a.sigtest, 'exec'])
-    if a.target.cross:
+    if a.target.emulated:
         a.target.skip('sigtest exec natively: 60 signals', 'under qemu-user a mask holds no signal it does '
                       'not map, and a new program starts with SIGSEGV and SIGBUS unblocked (qemu needs them)')
     else:

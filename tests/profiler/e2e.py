@@ -287,7 +287,7 @@ def scenario_signals(a):
     # The dump names the program by its argv[0]: what the shell gave, or
     # under qemu-user started by binfmt_misc without its P flag the path the
     # shell found.
-    names = [a.target.program(p) if a.target.cross else p for p in ('yes', 'head')]
+    names = [a.target.program(p) if a.target.emulated else p for p in ('yes', 'head')]
     check(all(n in progs for n in names), f'dumps of yes and head: {progs}')
 
 

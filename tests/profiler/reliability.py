@@ -279,7 +279,7 @@ def scenario_directories(a):
             eq(leaf(igdump.Dump(f'igprof.hostile.{child}'), 'MEM_LIVE', 'daemon_alloc'), (1, 2222, 2222, 1),
                'daemon: the child dump')
     # argv[0] of 300 bytes: the name keeps 200 of them.
-    if a.target.cross:
+    if a.target.emulated:
         a.target.skip('long argv[0]', 'binfmt_misc starts qemu-user without the P flag, so the program '
                       'gets its path as argv[0], not the one exec gave')
         return

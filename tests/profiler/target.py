@@ -55,6 +55,9 @@ class Target:
             sys.exit(2)
         self.path = [os.path.join(self.root, d) for d in ('usr/bin', 'bin')] if self.cross else []
         self.machine = _machine(launcher)
+        # Whether the target's programs run under qemu-user through
+        # binfmt_misc (scripts/cross-test.sh; i386 may run natively).
+        self.emulated = self.cross and os.environ.get('CROSS_RUN_MODE') != 'native'
 
     def program(self, name):
         """The absolute path of program `name` of the target (for a cross

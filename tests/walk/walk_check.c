@@ -23,7 +23,17 @@
 #define KEEP_MISMATCHES 4
 
 static atomic_long points_hook, points_signal, frames_compared, mismatches, samples, garbage_tails,
-    reference_faults, lr_past_reference;
+    reference_faults, lr_past_reference, libunwind_prefix;
+
+/* Whether the fast walk being compared was libunwind's whole walk (a
+ * thread without stack bounds: walk_fast.h's walks_unwinder went up). */
+static __thread int fast_was_libunwind;
+
+static uint64_t walks_by_libunwind(void) {
+  struct walk_fast_stats st;
+  igprof_walk_fast_stats(&st);
+  return st.walks_unwinder;
+}
 
 struct mismatch {
   const char *kind;
@@ -108,8 +118,33 @@ static int is_sigreturn_trampoline(uintptr_t ip) {
  * crash, as it would be without this handler. */
 static __thread sigjmp_buf *reference_jump;
 
-static void on_reference_fault(int sig, siginfo_t *si, void *uc) {
-  (void)si, (void)uc;
+/* The calling thread's stack (check_thread_init; 0 before): an address in
+ * it is never a return address. */
+static __thread uintptr_t stack_lo, stack_hi;
+
+/* Whether `pc` could be a return address at all: mapped, and not on the
+ * thread's stack. */
+static int could_be_code(uintptr_t pc) {
+  return !(pc >= stack_lo && pc < stack_hi) && frame_memory_mapped(pc, 1);
+}
+
+/* The fast walker's own libunwind steps (walk_fast.h's escape slot): a
+ * fault inside one ends that walk, as in the runtime. libunwind 1.6's ARM
+ * unwinder reads the stack without checking it (its msync check passes
+ * every address of a 32-bit guest under qemu), and walks of a thread
+ * without stack bounds are all libunwind's. */
+static __thread void *walker_escape;
+void **igprof_unwind_escape_slot(void) { return &walker_escape; }
+
+static void on_reference_fault(int sig, siginfo_t *si, void *ucv) {
+  (void)si;
+  ucontext_t *uc = ucv;
+  if (walker_escape) {
+    sigjmp_buf *to = walker_escape;
+    walker_escape = NULL;
+    pthread_sigmask(SIG_SETMASK, &uc->uc_sigmask, NULL);
+    siglongjmp(*to, 1);
+  }
   if (reference_jump)
     siglongjmp(*reference_jump, 1);
   signal(sig, SIG_DFL);
@@ -140,6 +175,34 @@ static int reference_sigframe_step(unw_cursor_t *c, unw_context_t *ctx) {
 }
 #endif
 
+#if defined(__i386__)
+/* libunwind 1.6 steps an interrupted i386 PC thunk (mov (%esp), %reg; ret,
+ * frame.h) that has no unwind data by the frame-pointer chain, which that
+ * frame has not set up, and reads garbage. The reference steps it by the
+ * thunk's definition instead: the return address at the stack pointer,
+ * every other register unchanged. `ctx` must outlive the cursor. */
+static int reference_thunk_step(unw_cursor_t *c, ucontext_t *ctx) {
+  static const struct {
+    int unw, greg;
+  } regs[] = {{UNW_X86_EAX, REG_EAX}, {UNW_X86_EBX, REG_EBX}, {UNW_X86_ECX, REG_ECX},
+              {UNW_X86_EDX, REG_EDX}, {UNW_X86_ESI, REG_ESI}, {UNW_X86_EDI, REG_EDI},
+              {UNW_X86_EBP, REG_EBP}, {UNW_X86_ESP, REG_ESP}};
+  memset(ctx, 0, sizeof *ctx);
+  for (size_t i = 0; i < sizeof regs / sizeof regs[0]; i++) {
+    unw_word_t v;
+    if (unw_get_reg(c, regs[i].unw, &v) < 0)
+      return 0;
+    ctx->uc_mcontext.gregs[regs[i].greg] = (greg_t)v;
+  }
+  uintptr_t sp = (uintptr_t)ctx->uc_mcontext.gregs[REG_ESP];
+  if (!frame_memory_mapped(sp, 4))
+    return 0;
+  ctx->uc_mcontext.gregs[REG_EIP] = (greg_t) * (const uintptr_t *)sp;
+  ctx->uc_mcontext.gregs[REG_ESP] = (greg_t)(sp + 4);
+  return unw_init_local(c, ctx) == 0;
+}
+#endif
+
 /* The reference: libunwind's cursor, stepped to the end. Addresses follow
  * walk.h: a return address minus 1, an interrupted PC (the start of a signal
  * walk, or the frame a signal trampoline returns to) exactly. */
@@ -149,6 +212,9 @@ static int reference_walk(unw_cursor_t *c, uintptr_t *pcs, int max, int exact_fi
   sigjmp_buf here, *outer = reference_jump;
 #if defined(__arm__)
   unw_context_t sigframe_ctx;
+#endif
+#if defined(__i386__)
+  ucontext_t thunk_ctx;
 #endif
   *truncated = 0;
   *faulted = 0;
@@ -171,6 +237,14 @@ static int reference_walk(unw_cursor_t *c, uintptr_t *pcs, int max, int exact_fi
     ip = frame_code_address(ip);
     pcs[n] = exact ? ip : ip - 1;
     n = n + 1;
+#if defined(__i386__)
+    if (exact && frame_code_is_pc_thunk(ip)) {
+      exact = 0;
+      if (!reference_thunk_step(c, &thunk_ctx))
+        break;
+      continue;
+    }
+#endif
     exact = is_sigreturn_trampoline(ip);
 #if defined(__arm__)
     if (ip == sigreturn_trampoline[0]) {
@@ -338,21 +412,45 @@ static void compare(const char *kind, const uintptr_t *fast, int n_fast, int tru
   atomic_fetch_add(&frames_compared, n_ref < n_fast ? n_ref : n_fast);
   if (same)
     return;
+#if defined(__arm__)
+  /* A thread without stack bounds is walked by libunwind itself, under the
+   * walker's fault escape: against the reference (libunwind too, with its
+   * ARM defects worked around, under its own fault guard) only the frames
+   * both have are compared; where one stopped on a fault is not. */
+  if (fast_was_libunwind) {
+    int k = 0, common = n_fast < n_ref ? n_fast : n_ref;
+    while (k < common && fast[k] == ref[k])
+      k++;
+    if (k == common) {
+      atomic_fetch_add(&libunwind_prefix, 1);
+      return;
+    }
+  }
+#endif
   if (lr_frame(kind, fast, n_fast, ref, n_ref, lr0)) {
     atomic_fetch_add(&lr_past_reference, 1);
     return;
   }
   /* A stack that is being switched (libgcc installing a landing pad's
-   * context, say) can make both walkers reach the same garbage return
-   * address; after it each reads garbage its own way (on x86_64 libunwind
-   * follows the frame-pointer chain and the fast walker stops; on AArch64
-   * libunwind 1.6 repeats the address and stops, the fast walker guesses by
-   * frame pointer). Agreement up to an address that is not even mapped is
-   * counted apart. */
+   * context, say), or unwind data that is wrong at one instruction (i386
+   * glibc's SSE2 memcpy variants at their jump-table dispatch), can make
+   * both walkers reach the same garbage return address; after it each
+   * reads garbage its own way (on x86_64 libunwind follows the
+   * frame-pointer chain and the fast walker stops; on AArch64 libunwind 1.6
+   * repeats the address and stops, the fast walker guesses by frame
+   * pointer). Agreement up to an address that is not even mapped, or that
+   * is on the thread's own stack, is counted apart. */
   int common = n_fast < n_ref ? n_fast : n_ref, i = 0;
-  while (i < common && fast[i] == ref[i] && frame_memory_mapped(fast[i], 1))
+  while (i < common && fast[i] == ref[i] && could_be_code(fast[i]))
     i++;
   if (i < common && fast[i] == ref[i] && !trunc_fast) {
+    atomic_fetch_add(&garbage_tails, 1);
+    return;
+  }
+  /* Or the fast walk ended (a fault inside libunwind's step ends a walk
+   * it makes: threads without stack bounds) where the reference went on
+   * to a return address that is no code. */
+  if (i == n_fast && n_fast < n_ref && !trunc_fast && !could_be_code(ref[n_fast])) {
     atomic_fetch_add(&garbage_tails, 1);
     return;
   }
@@ -378,7 +476,9 @@ __attribute__((noinline)) void check_here(void) {
   uintptr_t fast[MAX_FRAMES], ref[MAX_FRAMES]; /* on the stack: signal handlers nest */
   void *caller_ret = __builtin_return_address(0);
   int trunc_fast, trunc_ref;
+  uint64_t by_libunwind = walks_by_libunwind();
   int n_fast = igprof_walk_fast_from_hook(fast, MAX_FRAMES, caller_ret, &trunc_fast);
+  fast_was_libunwind = walks_by_libunwind() != by_libunwind;
 
   unw_context_t ctx;
   unw_cursor_t c;
@@ -413,7 +513,9 @@ __attribute__((noinline)) void check_here(void) {
 void check_signal(const ucontext_t *uc) {
   uintptr_t fast[MAX_FRAMES], ref[MAX_FRAMES]; /* on the stack: signal handlers nest */
   int trunc_fast, trunc_ref;
+  uint64_t by_libunwind = walks_by_libunwind();
   int n_fast = igprof_walk_fast_from_signal(fast, MAX_FRAMES, uc, &trunc_fast);
+  fast_was_libunwind = walks_by_libunwind() != by_libunwind;
   ucontext_t copy = *uc;
   unw_cursor_t c;
   sigset_t old;
@@ -436,6 +538,8 @@ void check_signal(const ucontext_t *uc) {
   atomic_fetch_add(&points_signal, 1);
 }
 
+static void note_stack(void);
+
 void check_init(void) {
 #if defined(__arm__)
   /* libunwind's EHABI method only, as the runtime asks for it
@@ -443,6 +547,7 @@ void check_init(void) {
    * its frame-chain method follows r11 through data. */
   setenv("UNW_ARM_UNWIND_METHOD", "4", 1);
 #endif
+  note_stack();
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   /* Room for every PC of the corpus: each miss looks the PC up with
    * dl_iterate_phdr between two sigprocmask calls. */
@@ -452,7 +557,23 @@ void check_init(void) {
   igprof_walk_fast_init();
 }
 
-void check_thread_init(void) { igprof_walk_fast_thread_init(); }
+static void note_stack(void) {
+  pthread_attr_t attr;
+  void *lo;
+  size_t size;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    if (pthread_attr_getstack(&attr, &lo, &size) == 0) {
+      stack_lo = (uintptr_t)lo;
+      stack_hi = (uintptr_t)lo + size;
+    }
+    pthread_attr_destroy(&attr);
+  }
+}
+
+void check_thread_init(void) {
+  igprof_walk_fast_thread_init();
+  note_stack();
+}
 
 /* ---- sampler ------------------------------------------------------------- */
 
@@ -563,8 +684,12 @@ int check_report(const char *name, long min_frames, long min_signal) {
   long sig = atomic_load(&points_signal), hook = atomic_load(&points_hook);
   igprof_walk_fast_modules(print_module, NULL);
   long tails = atomic_load(&garbage_tails), lr_past = atomic_load(&lr_past_reference);
+  if (atomic_load(&libunwind_prefix))
+    printf("%s: %ld walks of a thread without stack bounds (libunwind's own) equal the reference "
+           "up to where one of them stopped\n",
+           name, (long)atomic_load(&libunwind_prefix));
   printf("%s: hook points %ld, signal points %ld, frames compared %ld, mismatches %ld, "
-         "equal up to an unmapped return address %ld, "
+         "equal up to a return address that is no code %ld, "
          "from lr where the EHABI table does not apply yet %ld "
          "(main thread: recipe steps %lu, memo frames %lu, libunwind steps %lu, cut %lu, "
          "recipes derived %lu)\n",
