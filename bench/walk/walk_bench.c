@@ -20,7 +20,9 @@
 #include "walk_fast.h"
 
 #define MAX_FRAMES 256
-#define CALLS 20000
+/* Captures per batch: 20000, or $WALK_BENCH_CALLS (fewer under an
+ * emulator, where libunwind's checked reads cost microseconds each). */
+static int CALLS = 20000;
 #define REPS 9
 
 enum method { FAST, UNW_BACKTRACE, GLIBC_BACKTRACE, NMETHODS, NO_CAPTURE = NMETHODS };
@@ -54,8 +56,12 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) static int capture(
   int truncated;
   switch (m) {
   case FAST:
-    return last_frames = igprof_walk_fast_from_frame(pcs, MAX_FRAMES, __builtin_return_address(0),
-                                                     __builtin_frame_address(0), &truncated);
+    last_frames = igprof_walk_fast_from_frame(pcs, MAX_FRAMES, __builtin_return_address(0),
+                                              __builtin_frame_address(0), &truncated);
+    if (last_frames < 0) /* no frame record to start from (ARM32): the runtime's fallback */
+      last_frames = igprof_walk_fast_from_hook(pcs, MAX_FRAMES, __builtin_return_address(0),
+                                               &truncated);
+    return last_frames;
   case UNW_BACKTRACE: return last_frames = unw_backtrace(buf, MAX_FRAMES);
   case GLIBC_BACKTRACE: return last_frames = backtrace(buf, MAX_FRAMES);
   default: return 0; /* NO_CAPTURE: the cost of getting here */
@@ -172,6 +178,8 @@ static const char table_head[] =
 int main(int argc, char **argv) {
   int depths_default[] = {10, 30, 100};
   int ndepths = argc > 1 ? argc - 1 : 3;
+  if (getenv("WALK_BENCH_CALLS") && atoi(getenv("WALK_BENCH_CALLS")) > 0)
+    CALLS = atoi(getenv("WALK_BENCH_CALLS"));
 #if defined(__arm__)
   /* libunwind's EHABI method only, as the runtime sets it (unwind_private.c):
    * the same tables the fast walker reads. */

@@ -4,11 +4,13 @@
  * is generic (frame.h).
  *
  * Recipes track sp, r7 (frame_regs.fp: Thumb code's frame pointer) and lr;
- * r11 rides along in frame_regs.r11. A frame whose entry saves r11, sets
- * its CFA from r11 (A32 code with a frame pointer) or pops sp (the signal
- * trampolines) gets a FRAME_COMPLEX | FRAME_EHABI recipe: the walker steps
- * it with the interpreter (frame_ehabi_step), which follows r11 exactly,
- * so no recipe step ever leaves r11 stale. */
+ * r11 rides along in frame_regs.r11 while it is known. A frame whose CFA
+ * is r11's (A32 code with a frame pointer), or that pops sp (the signal
+ * trampolines), gets a FRAME_COMPLEX | FRAME_EHABI recipe: the walker steps
+ * it with the interpreter (frame_ehabi_step). Recipes restore r11 where it
+ * was pushed with the return address (FRAME_R11_SAVED: push {..., r11, lr},
+ * GCC's prologues, one push), so r11 stays known along the walk; an entry
+ * that saves it elsewhere is the interpreter's too. */
 #define _GNU_SOURCE
 #include "frame.h"
 
@@ -162,7 +164,7 @@ struct frame_recipe frame_ehabi_recipe(const struct ehabi_table *t, uintptr_t pc
     rc.kind = FRAME_COMPLEX; /* vsp from a register the walk does not follow: libunwind's */
     return rc;
   }
-  if (res == EHABI_INTERPRET || sh.base == 11 || (sh.saved & (1u << 11)))
+  if (res == EHABI_INTERPRET || sh.base == 11)
     return interpret;
   if (sh.base != 13 && sh.base != 7) {
     rc.kind = FRAME_COMPLEX;
@@ -180,6 +182,11 @@ struct frame_recipe frame_ehabi_recipe(const struct ehabi_table *t, uintptr_t pc
     rc.flags |= FRAME_FP_SAVED;
     rc.fp_offset = sh.save_at[7];
   }
+  if (sh.saved & (1u << 11)) {
+    if ((rc.flags & FRAME_RA_IN_LR) || sh.save_at[11] != rc.ra_offset - 4)
+      return interpret;
+    rc.flags |= FRAME_R11_SAVED;
+  }
   return rc;
 }
 
@@ -188,6 +195,10 @@ enum frame_step_result frame_ehabi_step(const struct ehabi_table *t, uintptr_t p
   const uint32_t *entry = ehabi_find(t, pc);
   if (!entry)
     return FRAME_STEP_UNWINDER;
+  struct ehabi_shape sh;
+  enum ehabi_result res = ehabi_shape(t, entry, &sh);
+  if ((res == EHABI_OK || res == EHABI_INTERPRET) && (sh.reads & (1u << 11)) && !r->r11)
+    return FRAME_STEP_UNWINDER; /* r11 not known here */
   struct ehabi_regs er;
   memset(&er, 0, sizeof er);
   er.r[7] = r->fp;

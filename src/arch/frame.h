@@ -112,8 +112,8 @@
 /* Unwinding is described by EHABI tables (.ARM.exidx), not .eh_frame: the
  * recipes come from src/arch/arm_frame.c's reading of them. The frame
  * pointer of a recipe is r7 (Thumb code's, which Debian's armhf code is);
- * r11, A32 code's frame pointer, is tracked beside it (struct frame_regs)
- * and only frames the EHABI interpreter steps change it. */
+ * r11, A32 code's frame pointer, is carried beside it (struct frame_regs)
+ * while it is known. */
 #define FRAME_EHABI_TABLES 1
 /* The Thumb bit of a return address is not part of the address: cleared,
  * a return address minus 1 lies inside the call instruction, as elsewhere. */
@@ -133,9 +133,12 @@ struct frame_regs {
   uintptr_t lr;
 #endif
 #ifdef FRAME_EHABI_TABLES
-  /* r11: no recipe reads or restores it (arm_frame.c gives the frames that
-   * save it, or set their CFA from it, to the EHABI interpreter), so a
-   * recipe step leaves it as it is, which is right. */
+  /* r11: no recipe's CFA is r11's (the EHABI interpreter steps those
+   * frames, A32 code with a frame pointer); a recipe restores it where the
+   * frame saved it next to the return address (FRAME_R11_SAVED), the
+   * interpreter wherever its pops put it, and the other frames leave it
+   * alone. 0 where not known (a hook walk's start): the interpreter then
+   * hands a frame whose CFA is r11's to libunwind. */
   uintptr_t r11;
 #endif
 };
@@ -168,6 +171,9 @@ enum frame_kind {
  * is stepped by the EHABI interpreter from its table entry (it saves r11,
  * sets the CFA from r11, or pops sp), not by libunwind. */
 #define FRAME_EHABI 0x8u
+/* ARM32 (FRAME_EHABI_TABLES): the frame saved r11 just below the return
+ * address (push {..., r11, lr}), where the step restores it from. */
+#define FRAME_R11_SAVED 0x10u
 
 struct frame_recipe {
   int32_t cfa_offset;
@@ -261,6 +267,13 @@ static inline enum frame_step_result frame_step(struct frame_regs *r, struct fra
     if (cfa <= r->sp || cfa > hi || ra_at < lo || ra_at > hi - sizeof(uintptr_t))
       return FRAME_STEP_BAD_STACK;
     ra = *(const uintptr_t *)ra_at;
+#ifdef FRAME_EHABI_TABLES
+    if (rc.flags & FRAME_R11_SAVED) {
+      if (ra_at - sizeof(uintptr_t) < lo)
+        return FRAME_STEP_BAD_STACK;
+      r->r11 = *(const uintptr_t *)(ra_at - sizeof(uintptr_t));
+    }
+#endif
   }
   uintptr_t fp = r->fp;
   if (rc.flags & FRAME_FP_SAVED) {

@@ -173,20 +173,43 @@ struct walk_memo {
  * frame pointer, if saved, is just below it (a frame record). */
 #define TC_FP_SAVED ((uint64_t)1 << 33)
 #define TC_RA_SHIFT 40 /* the return address at base + (value >> 40) */
+#ifdef FRAME_EHABI_TABLES
+/* ARM32 pushes r7 (the frame pointer) wherever its register list puts it
+ * (push {r4-r11, lr}: five words below lr): the value keeps how many
+ * words below the return address's slot it is. */
+#define TC_FP_GAP_SHIFT 34
+#define TC_FP_GAP_MAX 31u /* bits 34-38 */
+#define TC_R11_SAVED ((uint64_t)1 << 39) /* r11 just below the return address (FRAME_R11_SAVED) */
+#define TC_FP_GAP(v) (((uintptr_t)((v) >> TC_FP_GAP_SHIFT) & TC_FP_GAP_MAX) * sizeof(uintptr_t))
+#else
+#define TC_FP_GAP(v) sizeof(uintptr_t) /* a frame record: just below it */
+#endif
 
 /* The thread-cache value of a compressed recipe; 0 if it has none (then
  * the walk takes its slow step). */
 static inline uint64_t tc_value(uint32_t bits) {
   uint32_t form = recipe_form(bits);
   uint64_t cfa = recipe_cfa_bytes(bits), v = cfa, ra_off;
+  uint64_t gap = 1; /* words from the return address's slot down to the FP's */
   if (form == RC_FORM_BASE) {
     ra_off = recipe_slot_bytes(bits);
-  } else if (form == RC_FORM_CALL &&
-             (!(bits & RC_FP_SAVED) || recipe_slot_bytes(bits) == 2 * sizeof(uintptr_t))) {
+  } else if (form == RC_FORM_CALL) {
     ra_off = cfa + FRAME_CALL_RA_OFFSET;
+    if (bits & RC_FP_SAVED)
+      gap = recipe_slot_bytes(bits) / sizeof(uintptr_t) - 1;
   } else {
     return 0;
   }
+#ifdef FRAME_EHABI_TABLES
+  if (gap < 1 || gap > TC_FP_GAP_MAX)
+    return 0;
+  v |= gap << TC_FP_GAP_SHIFT;
+  if (bits & RC_R11_SAVED)
+    v |= TC_R11_SAVED;
+#else
+  if (gap != 1)
+    return 0;
+#endif
   if (bits & RC_FP_BASE)
     v |= TC_FP_BASE;
   if (bits & RC_FP_SAVED)
@@ -782,8 +805,7 @@ struct walk {
 enum step { STEP_OK, STEP_END, STEP_CUT };
 
 /* The registers of a frame reached by recipes (or a join): its caller's
- * link register is unknown; r11 (ARM32) is as it was, since no recipe
- * restores it (frame.h). */
+ * link register is unknown; r11 (ARM32, frame.h) is the caller's to set. */
 static inline void regs_set(struct frame_regs *r, uintptr_t pc, uintptr_t sp, uintptr_t fp) {
   r->pc = pc;
   r->sp = sp;
@@ -1132,6 +1154,9 @@ __attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo 
   }
   thread_stats.frames_memo += (uint64_t)copy;
   regs_set(&w->regs, at_pc, at_sp, at_fp);
+#ifdef FRAME_EHABI_TABLES
+  w->regs.r11 = 0; /* the walk ends here */
+#endif
   *n_io = n;
   return end;
 }
@@ -1162,6 +1187,9 @@ __attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo 
 static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *w, uintptr_t *pcs,
                                                                   int *n_io, int max) {
   uintptr_t pc = w->regs.pc, sp = w->regs.sp, fp = w->regs.fp;
+#ifdef FRAME_EHABI_TABLES
+  uintptr_t r11 = w->regs.r11;
+#endif
   const uintptr_t lo = w->stack.lo, top = w->stack.hi - sizeof(uintptr_t);
   uintptr_t *out = pcs + *n_io, *start = out, *const out_end = pcs + max;
   struct memo_frame *rec = NULL, *rec_end = NULL;
@@ -1195,6 +1223,9 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
         w->frame += (int)(out - start);
         start = out;
         regs_set(&w->regs, pc, sp, fp);
+#ifdef FRAME_EHABI_TABLES
+        w->regs.r11 = r11;
+#endif
         *n_io = (int)(out - pcs);
         int joined = memo_join(w, prev, p, pcs, n_io, max, lo, top);
         if (joined >= 0)
@@ -1239,7 +1270,7 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
       break;
     }
     if (v & TC_FP_SAVED) {
-      fp_at = ra_at - sizeof(uintptr_t);
+      fp_at = ra_at - TC_FP_GAP(v);
       if (fp_at < sp) { /* step_slow decides (and see walk_memo.top) */
         end = RUN_SLOW;
         break;
@@ -1261,6 +1292,16 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
       next_fp = *(const uintptr_t *)fp_at;
     }
 #endif
+#ifdef FRAME_EHABI_TABLES
+    uintptr_t next_r11 = r11;
+    if (v & TC_R11_SAVED) { /* off the chain of dependent loads */
+      if (ra_at - sizeof(uintptr_t) < sp) {
+        end = RUN_SLOW;
+        break;
+      }
+      next_r11 = *(const uintptr_t *)(ra_at - sizeof(uintptr_t));
+    }
+#endif
     uintptr_t next_pc = frame_code_address(*(const uintptr_t *)ra_at);
     if (rec < rec_end)
       *rec++ = (struct memo_frame){pc, sp, fp, ra_at, fp_at};
@@ -1275,11 +1316,17 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
     pc = next_pc;
     sp = cfa;
     fp = next_fp;
+#ifdef FRAME_EHABI_TABLES
+    r11 = next_r11;
+#endif
     *out++ = pc - 1;
   }
   thread_stats.frames_fast += (uint64_t)(out - start);
   w->frame += (int)(out - start);
   regs_set(&w->regs, pc, sp, fp);
+#ifdef FRAME_EHABI_TABLES
+  w->regs.r11 = r11;
+#endif
   *n_io = (int)(out - pcs);
   return end;
 }

@@ -60,7 +60,14 @@ _Static_assert(PC_CACHE_MAX_PC >= ((uint64_t)1 << 48) - 1, "keys must hold a use
 #define RC_FP_BASE (1u << 29)
 #define RC_FP_SAVED (1u << 28)
 #define RC_CFA_SHIFT 8
+#ifdef FRAME_EHABI_TABLES
+/* ARM32: r11 saved just below the return address (FRAME_R11_SAVED); CFA
+ * offsets below 2 MiB. */
+#define RC_R11_SAVED (1u << 27)
+#define RC_CFA_MAX ((1u << 19) - 1) /* in units of RC_UNIT bytes */
+#else
 #define RC_CFA_MAX ((1u << 20) - 1) /* in units of RC_UNIT bytes */
+#endif
 #define RC_SLOT_MAX 255u            /* in units of RC_UNIT bytes */
 #define RC_UNIT ((uint32_t)sizeof(uintptr_t))
 
@@ -98,6 +105,10 @@ static inline int recipe_compress(struct frame_recipe rc, uint32_t *out) {
   uint32_t bits = (uint32_t)rc.cfa_offset / RC_UNIT << RC_CFA_SHIFT;
   if (rc.kind == FRAME_CFA_FP)
     bits |= RC_FP_BASE;
+#ifdef FRAME_EHABI_TABLES
+  if (rc.flags & FRAME_R11_SAVED)
+    bits |= RC_R11_SAVED;
+#endif
   int fp_saved = (rc.flags & FRAME_FP_SAVED) != 0;
   if (rc.flags & FRAME_RA_IN_LR) {
     if (fp_saved)
@@ -137,8 +148,13 @@ static inline struct frame_recipe recipe_expand(uint32_t bits) {
   }
   rc.kind = (bits & RC_FP_BASE) ? FRAME_CFA_FP : FRAME_CFA_SP;
   rc.cfa_offset = (int32_t)recipe_cfa_bytes(bits);
+#ifdef FRAME_EHABI_TABLES
+  uint8_t r11_flag = (bits & RC_R11_SAVED) ? FRAME_R11_SAVED : 0;
+#else
+  const uint8_t r11_flag = 0;
+#endif
   if (form == RC_FORM_LR) {
-    rc.flags = FRAME_RA_IN_LR;
+    rc.flags = FRAME_RA_IN_LR | r11_flag;
     return rc;
   }
   if (form == RC_FORM_CALL) {
@@ -150,8 +166,9 @@ static inline struct frame_recipe recipe_expand(uint32_t bits) {
     if (bits & RC_FP_SAVED)
       rc.fp_offset = rc.ra_offset - (int32_t)sizeof(uintptr_t);
   }
+  rc.flags = r11_flag;
   if (bits & RC_FP_SAVED)
-    rc.flags = FRAME_FP_SAVED;
+    rc.flags |= FRAME_FP_SAVED;
   return rc;
 }
 
