@@ -800,6 +800,7 @@ struct walk {
   int placed_from;
   uint64_t *tc;          /* the thread's PC cache, if this walk holds it */
   int outermost;         /* step_slow ended the walk on an "outermost" recipe */
+  int by_recipe;         /* step_slow's last step was a FRAME_CFA_DEREF recipe's */
 };
 
 enum step { STEP_OK, STEP_END, STEP_CUT };
@@ -983,6 +984,7 @@ __attribute__((noinline)) static enum step step_slow(struct walk *w) {
   case FRAME_STEP_OK:
     thread_stats.frames_fast++;
     w->exact = 0;
+    w->by_recipe = rc.kind == FRAME_CFA_DEREF;
     result = STEP_OK;
     break;
   case FRAME_STEP_END:
@@ -1042,7 +1044,37 @@ enum run_end { RUN_SLOW, RUN_END, RUN_FULL };
 /* Whether the slots frame k of a record read (readable: the caller has
  * checked) still give frame k + 1's return address and frame pointer.
  * Without a saved FP, the next frame's FP is compared with itself. */
-static inline int memo_step_holds(const struct memo_frame *f, int k) {
+/* A frame the general step stepped by a FRAME_CFA_DEREF recipe (a frame
+ * that realigned its stack: every i386 main, which is on every stack of
+ * the main thread) records no slots: its ra_at is MEMO_RESTEP, and
+ * checking it means taking that step again, from the recorded registers,
+ * within the stack that may be read ([lo, lo + span]). A slot address is
+ * word-aligned, so the marker is never one. Other steps of the general
+ * step still end what is joinable (walk_memo.joinable_from): taking them
+ * again in every check cost more than it saved (x86_64 walk_bench, depth
+ * 10: 42 -> 60 ns). */
+#define MEMO_RESTEP ((uintptr_t)1)
+
+__attribute__((noinline)) static int memo_restep_holds(const struct memo_frame *f, int k,
+                                                       uintptr_t lo, uintptr_t span) {
+  int known;
+  struct frame_recipe rc = recipe_for(f[k].pc - 1, &known);
+  if (known != 1)
+    return 0;
+  struct frame_regs r;
+  memset(&r, 0, sizeof r);
+  r.pc = f[k].pc;
+  r.sp = f[k].sp;
+  r.fp = f[k].fp;
+  if (frame_step(&r, rc, lo, lo + span + sizeof(uintptr_t)) != FRAME_STEP_OK)
+    return 0;
+  return frame_code_address(r.pc) == f[k + 1].pc && r.sp == f[k + 1].sp && r.fp == f[k + 1].fp;
+}
+
+static inline int memo_step_holds(const struct memo_frame *f, int k, uintptr_t lo,
+                                  uintptr_t span) {
+  if (__builtin_expect(f[k].ra_at == MEMO_RESTEP, 0))
+    return memo_restep_holds(f, k, lo, span);
   const uintptr_t *fp_slot = f[k].fp_at ? (const uintptr_t *)f[k].fp_at : &f[k + 1].fp;
   return frame_code_address(*(const uintptr_t *)f[k].ra_at) == f[k + 1].pc &&
          *fp_slot == f[k + 1].fp;
@@ -1073,15 +1105,15 @@ static inline int memo_verify(const struct walk_memo *m, int p, int from, uintpt
   int ok_from = from;
   if (m->top == lo + span && f[p].sp >= lo) {
     /* Every slot is known to be readable (walk_memo.top). */
-    for (int k = from - 1; k >= p && memo_step_holds(f, k); k--)
+    for (int k = from - 1; k >= p && memo_step_holds(f, k, lo, span); k--)
       ok_from = k;
     return ok_from;
   }
   for (int k = from - 1; k >= p; k--) {
     uintptr_t ra_at = f[k].ra_at, fp_at = f[k].fp_at;
-    if (ra_at - lo > span)
+    if (ra_at != MEMO_RESTEP && ra_at - lo > span)
       break; /* only the outermost frame may end without a slot */
-    if ((fp_at && fp_at - lo > span) || !memo_step_holds(f, k))
+    if ((fp_at && fp_at - lo > span) || !memo_step_holds(f, k, lo, span))
       break;
     ok_from = k;
   }
@@ -1106,7 +1138,7 @@ __attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo 
     if (!memo_end_holds(end_at, lo, top - lo))
       ok_from = -1;
     else
-      for (int k = last - 1; k >= p && memo_step_holds(f, k); k--) {
+      for (int k = last - 1; k >= p && memo_step_holds(f, k, lo, top - lo); k--) {
         out[k + 1] = f[k + 1].pc - 1;
         ok_from = k;
       }
@@ -1552,12 +1584,21 @@ static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_unti
         break;
       }
     }
-    if (w->cur && n - 1 < MEMO_FRAMES) {
+    int recorded = w->cur && n - 1 < MEMO_FRAMES, joinable = recorded ? w->cur->joinable_from : 0;
+    int from_return = !w->exact;
+    if (recorded) {
       w->cur->frames[n - 1] = (struct memo_frame){w->regs.pc, w->regs.sp, w->regs.fp, 0, 0};
       w->cur->joinable_from = n;
     }
     w->outermost = 0;
+    w->by_recipe = 0;
     enum step r = step_slow(w);
+    if (r == STEP_OK && recorded && from_return && w->by_recipe) {
+      /* A realigned frame's step from a return address: a later walk may
+       * join through it, taking it again (memo_restep_holds). */
+      w->cur->frames[n - 1].ra_at = MEMO_RESTEP;
+      w->cur->joinable_from = joinable;
+    }
     if (r != STEP_OK) {
       if (r == STEP_CUT) {
         thread_stats.walks_cut++;
@@ -1644,7 +1685,7 @@ static inline int memo_repeat(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_
     ok_from = last;
     if (!memo_end_holds(f[last].ra_at, sp, top - sp))
       ok_from = -1;
-    for (int k = last - 1; ok_from >= 0 && k >= 0 && memo_step_holds(f, k); k--) {
+    for (int k = last - 1; ok_from >= 0 && k >= 0 && memo_step_holds(f, k, sp, top - sp); k--) {
       pcs[k + 1] = f[k + 1].pc - 1;
       ok_from = k;
     }

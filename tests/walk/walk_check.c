@@ -23,7 +23,7 @@
 #define KEEP_MISMATCHES 4
 
 static atomic_long points_hook, points_signal, frames_compared, mismatches, samples, garbage_tails,
-    reference_faults, lr_past_reference, libunwind_prefix;
+    reference_faults, lr_past_reference, libunwind_prefix, guessed_tails;
 
 /* Whether the fast walk being compared was libunwind's whole walk (a
  * thread without stack bounds: walk_fast.h's walks_unwinder went up). */
@@ -208,23 +208,50 @@ static int reference_thunk_step(unw_cursor_t *c, ucontext_t *ctx) {
   ctx->uc_mcontext.gregs[REG_ESP] = (greg_t)(sp + 4);
   return unw_init_local(c, ctx) == 0;
 }
+
+/* libunwind 1.6 steps through i386 signal trampolines, but then looks up
+ * the interrupted frame's unwind row at the instruction before its PC, as
+ * for a return address (seen: an interrupted `ret` after `pop %ebx`, whose
+ * caller it then read one word too high). The reference starts again from
+ * the registers the kernel saved, as a signal frame: at the trampoline the
+ * stack pointer is at the frame's signal number, followed (rt_sigframe) by
+ * the siginfo and ucontext pointers, or (sigframe) by the sigcontext, whose
+ * registers are in mcontext_t's order. `ctx` must outlive the cursor. */
+static int reference_signal_step(unw_cursor_t *c, int rt, ucontext_t *ctx) {
+  unw_word_t sp;
+  if (unw_get_reg(c, UNW_REG_SP, &sp) < 0 || !frame_memory_mapped(sp, 12))
+    return 0;
+  if (rt) {
+    const ucontext_t *uc = *(ucontext_t *const *)(sp + 8);
+    if (!frame_memory_mapped((uintptr_t)uc, sizeof *uc))
+      return 0;
+    memcpy(ctx, uc, sizeof *ctx);
+  } else {
+    memset(ctx, 0, sizeof *ctx);
+    if (!frame_memory_mapped(sp + 4, sizeof ctx->uc_mcontext.gregs))
+      return 0;
+    memcpy(ctx->uc_mcontext.gregs, (const void *)(sp + 4), sizeof ctx->uc_mcontext.gregs);
+  }
+  return unw_init_local2(c, ctx, UNW_INIT_SIGNAL_FRAME) == 0;
+}
 #endif
 
 /* The reference: libunwind's cursor, stepped to the end. Addresses follow
  * walk.h: a return address minus 1, an interrupted PC (the start of a signal
  * walk, or the frame a signal trampoline returns to) exactly. */
 static int reference_walk(unw_cursor_t *c, uintptr_t *pcs, int max, int exact_first,
-                          int *truncated, int *faulted) {
+                          int *truncated, int *faulted, int ask_at, int *guessed) {
   volatile int n = 0, exact = exact_first;
   sigjmp_buf here, *outer = reference_jump;
 #if defined(__arm__)
   unw_context_t sigframe_ctx;
 #endif
 #if defined(__i386__)
-  ucontext_t thunk_ctx;
+  ucontext_t thunk_ctx, signal_ctx;
 #endif
   *truncated = 0;
   *faulted = 0;
+  *guessed = 0;
   if (sigsetjmp(here, 1)) {
     reference_jump = outer;
     *faulted = 1;
@@ -245,6 +272,12 @@ static int reference_walk(unw_cursor_t *c, uintptr_t *pcs, int max, int exact_fi
     pcs[n] = exact ? ip : ip - 1;
     n = n + 1;
 #if defined(__i386__)
+    if (is_sigreturn_trampoline(ip)) {
+      if (!reference_signal_step(c, ip == sigreturn_trampoline[1], &signal_ctx))
+        break;
+      exact = 1;
+      continue;
+    }
     if (exact && frame_code_is_pc_thunk(ip)) {
       exact = 0;
       if (!reference_thunk_step(c, &thunk_ctx))
@@ -260,8 +293,28 @@ static int reference_walk(unw_cursor_t *c, uintptr_t *pcs, int max, int exact_fi
       continue;
     }
 #endif
-    if (unw_step(c) <= 0)
+    if (n == ask_at) {
+      /* Where the fast walk ended: if libunwind goes on, has it unwind
+       * data here, or does it guess (by the frame-pointer chain)? */
+      unw_cursor_t here_cursor = *c;
+      unw_word_t sp_here = 0, sp_next = 0;
+      unw_get_reg(c, UNW_REG_SP, &sp_here);
+      if (unw_step(c) <= 0)
+        break;
+      unw_get_reg(c, UNW_REG_SP, &sp_next);
+      /* Without unwind data libunwind's x86 code answers with an empty
+       * procedure of one byte at the PC rather than an error. Unwind data
+       * that puts the caller's stack pointer at or below this frame's is
+       * impossible (i386 glibc's SSE3 memcpy variants say CFA = esp - 4 or
+       * esp + 0 in their tails), and libunwind reads below the stack
+       * pointer there: a guess too. */
+      unw_proc_info_t pi;
+      memset(&pi, 0, sizeof pi);
+      *guessed = unw_get_proc_info(&here_cursor, &pi) < 0 ||
+                 (pi.unwind_info == NULL && pi.end_ip == pi.start_ip + 1) || sp_next <= sp_here;
+    } else if (unw_step(c) <= 0) {
       break;
+    }
     if (unw_get_reg(c, UNW_REG_IP, &ip) < 0 || ip == 0)
       break;
   }
@@ -382,7 +435,8 @@ static int lr_frame(const char *kind, const uintptr_t *fast, int n_fast, const u
 }
 
 static void compare(const char *kind, const uintptr_t *fast, int n_fast, int trunc_fast,
-                    const uintptr_t *ref, int n_ref, int trunc_ref, int ref_faulted, uintptr_t lr0) {
+                    const uintptr_t *ref, int n_ref, int trunc_ref, int ref_faulted,
+                    int ref_guessed, uintptr_t lr0) {
   if (ref_faulted) {
     /* The reference's frames up to the one it faulted in stepping out of:
      * the fast walk must begin with them; what follows cannot be checked. */
@@ -417,6 +471,21 @@ static void compare(const char *kind, const uintptr_t *fast, int n_fast, int tru
       }
     }
     return;
+  }
+  /* The fast walk ended (its checks failed, or its own guess read a null
+   * return address) at a frame without unwind data, or with impossible
+   * unwind data, where libunwind goes on by a guess of its own: up to
+   * there the walks must agree, the rest is a guess and is counted
+   * apart. */
+  if (trunc_fast != WALK_TRUNCATED && ref_guessed && n_ref > n_fast) {
+    int prefix = 1;
+    for (int i = 0; prefix && i < n_fast; i++)
+      prefix = fast[i] == ref[i];
+    if (prefix) {
+      atomic_fetch_add(&frames_compared, n_fast);
+      atomic_fetch_add(&guessed_tails, 1);
+      return;
+    }
   }
   /* The reference tells a full buffer only; a walk the fast walker could
    * not step further (WALK_STOPPED) must still give exactly libunwind's
@@ -510,19 +579,20 @@ __attribute__((noinline)) void check_here(void) {
     GUARDED(unw_step(&c), stepped);
   if (stepped < 0) {
     reference_end(&old);
-    compare("hook", fast, n_fast, trunc_fast, ref, 0, 0, 1, 0); /* faulted before its first frame */
+    compare("hook", fast, n_fast, trunc_fast, ref, 0, 0, 1, 0, 0); /* faulted before its first frame */
     atomic_fetch_add(&points_hook, 1);
     return;
   }
   if (stepped == 0 || unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip != (uintptr_t)caller_ret) {
     reference_end(&old);
-    compare("hook(reference lost)", fast, n_fast, trunc_fast, fast, 0, 0, 0, 0);
+    compare("hook(reference lost)", fast, n_fast, trunc_fast, fast, 0, 0, 0, 0, 0);
     return;
   }
-  int faulted;
-  int n_ref = reference_walk(&c, ref, MAX_FRAMES, 0, &trunc_ref, &faulted);
+  int faulted, guessed;
+  int n_ref = reference_walk(&c, ref, MAX_FRAMES, 0, &trunc_ref, &faulted,
+                             trunc_fast != WALK_TRUNCATED ? n_fast : -1, &guessed);
   reference_end(&old);
-  compare("hook", fast, n_fast, trunc_fast, ref, n_ref, trunc_ref, faulted, 0);
+  compare("hook", fast, n_fast, trunc_fast, ref, n_ref, trunc_ref, faulted, guessed, 0);
   atomic_fetch_add(&points_hook, 1);
 }
 
@@ -542,15 +612,16 @@ void check_signal(const ucontext_t *uc) {
     reference_end(&old);
     return;
   }
-  int faulted;
-  int n_ref = reference_walk(&c, ref, MAX_FRAMES, 1, &trunc_ref, &faulted);
+  int faulted, guessed;
+  int n_ref = reference_walk(&c, ref, MAX_FRAMES, 1, &trunc_ref, &faulted,
+                             trunc_fast != WALK_TRUNCATED ? n_fast : -1, &guessed);
   reference_end(&old);
 #if defined(__arm__)
   uintptr_t lr0 = uc->uc_mcontext.arm_lr;
 #else
   uintptr_t lr0 = 0;
 #endif
-  compare("signal", fast, n_fast, trunc_fast, ref, n_ref, trunc_ref, faulted, lr0);
+  compare("signal", fast, n_fast, trunc_fast, ref, n_ref, trunc_ref, faulted, guessed, lr0);
   atomic_fetch_add(&points_signal, 1);
 }
 
@@ -700,16 +771,18 @@ int check_report(const char *name, long min_frames, long min_signal) {
   long sig = atomic_load(&points_signal), hook = atomic_load(&points_hook);
   igprof_walk_fast_modules(print_module, NULL);
   long tails = atomic_load(&garbage_tails), lr_past = atomic_load(&lr_past_reference);
+  long guessed = atomic_load(&guessed_tails);
   if (atomic_load(&libunwind_prefix))
     printf("%s: %ld walks of a thread without stack bounds (libunwind's own) equal the reference "
            "up to where one of them stopped\n",
            name, (long)atomic_load(&libunwind_prefix));
   printf("%s: hook points %ld, signal points %ld, frames compared %ld, mismatches %ld, "
          "equal up to a return address that is no code %ld, "
+         "equal up to where the fast walk stopped and libunwind guessed (no or impossible unwind data) %ld, "
          "from lr where the EHABI table does not apply yet %ld "
          "(main thread: recipe steps %lu, memo frames %lu, libunwind steps %lu, cut %lu, "
          "recipes derived %lu)\n",
-         name, hook, sig, frames, mm, tails, lr_past, (unsigned long)st.frames_fast,
+         name, hook, sig, frames, mm, tails, guessed, lr_past, (unsigned long)st.frames_fast,
          (unsigned long)st.frames_memo, (unsigned long)st.frames_unwinder,
          (unsigned long)st.walks_cut, (unsigned long)st.derivations);
   for (long k = 0; k < mm && k < KEEP_MISMATCHES; k++) {
