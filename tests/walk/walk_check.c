@@ -667,6 +667,12 @@ void check_thread_init(void) {
 static timer_t sampler_timer;
 static long sampler_started; /* monotonic_ns() at sampler_start */
 
+static long thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
 static long monotonic_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no system call */
@@ -674,8 +680,8 @@ static long monotonic_ns(void) {
 }
 
 /* The sampler's checks take at most a quarter of the wall time, whatever a
- * check costs on this machine: after a check that took d, ticks are let
- * pass for 3d. Without that, where system calls are slow (the reference's
+ * check costs on this machine: after a check that took d of the thread's
+ * processor time, ticks are let pass for 3d. Without that, where system calls are slow (the reference's
  * libunwind takes a sigprocmask pair per step, Debian's build having no
  * per-thread cache), a check outlasted the 1 ms period and the handler
  * took all the time the workload needed to finish. */
@@ -688,10 +694,16 @@ static void on_sample(int sig, siginfo_t *si, void *ucv) {
   if (start < atomic_load(&sampler_quiet_until))
     return;
   atomic_fetch_add(&samples, 1);
+  long cpu_start = thread_cpu_ns();
   check_signal(ucv);
   check_here(); /* hook-style walk across the sigreturn frame */
-  long took = monotonic_ns() - start;
-  atomic_store(&sampler_quiet_until, start + 4 * took);
+  /* The check's own processor time, not its wall time: a reference walk
+   * that waits for libunwind's global lock (i386's Debian build has no
+   * per-thread cache) while the other thread walks would otherwise count
+   * the wait, and the quiet time grew with the contention until signal
+   * points came 20 times more slowly (i386 natively, some runs). */
+  long took = thread_cpu_ns() - cpu_start;
+  atomic_store(&sampler_quiet_until, monotonic_ns() + 3 * took);
 }
 
 void sampler_start(long usec) {
