@@ -344,11 +344,18 @@ struct frame_recipe frame_ehabi_recipe(const struct ehabi_table *t, uintptr_t pc
  * stack only in [lo, hi): FRAME_STEP_UNWINDER for what it does not take. */
 enum frame_step_result frame_ehabi_step(const struct ehabi_table *t, uintptr_t pc, struct frame_regs *r,
                                         uintptr_t lo, uintptr_t hi);
+#endif
+
+#if defined(FRAME_EHABI_TABLES) || defined(__i386__)
 /* Step a libunwind cursor (unw_cursor_t) at the signal trampoline `pc` to
  * the interrupted frame, read from the signal frame into `uc` (which the
  * cursor then reads, so it must outlive its use): libunwind 1.6 reads
  * ARM's sigreturn frame (a handler without SA_SIGINFO) from the wrong
- * place. 0: not a trampoline, or the frame is not mapped. */
+ * place, and on i386 looks the interrupted frame's row up at the
+ * instruction before its PC (and follows qemu-i386's vDSO unwind data,
+ * which is one word off). 0: not a trampoline, or the frame is not
+ * mapped. */
+#define FRAME_UNWINDER_SIGNAL_STEP 1
 int frame_unwinder_signal_step(void *unw_cursor, ucontext_t *uc, uintptr_t pc);
 #endif
 

@@ -49,16 +49,22 @@ int frame_regs_from_signal_frame(struct frame_regs *r, uintptr_t lo, uintptr_t h
    *   struct sigframe    { pretcode; int sig; struct sigcontext sc; ... }
    *   struct rt_sigframe { pretcode; int sig; siginfo_t *pinfo; void *puc;
    *                        siginfo_t info; ucontext_t uc; ... }
-   * (Linux's arch/x86/include/asm/sigframe.h, as qemu builds them too). An
+   * (Linux's arch/x86/include/asm/sigframe.h; qemu-i386 keeps the fields
+   * up to puc but puts the ucontext elsewhere: puc is followed). An
    * interrupted PC past sigreturn's pop has the context at the stack
    * pointer. glibc's mcontext_t starts with the kernel's sigcontext's
    * registers, in its order. The trampoline's code is mapped: the walker
    * derived its recipe from the unwind data that covers it. */
   const unsigned char *code = (const unsigned char *)r->pc;
   const mcontext_t *mc;
-  if (code_is(code, rt_sigreturn_code, sizeof rt_sigreturn_code))
-    mc = &((const ucontext_t *)(r->sp + 3 * sizeof(uint32_t) + sizeof(siginfo_t)))->uc_mcontext;
-  else if (code_is(code, sigreturn_code, sizeof sigreturn_code))
+  if (code_is(code, rt_sigreturn_code, sizeof rt_sigreturn_code)) {
+    /* The frame's own pointer to its context (puc), which the kernel sets
+     * to the ucontext that follows siginfo, and qemu-i386 elsewhere. */
+    uintptr_t puc_at = r->sp + 2 * sizeof(uint32_t);
+    if (puc_at < lo || puc_at > hi - sizeof(uint32_t))
+      return 0;
+    mc = &((const ucontext_t *)(uintptr_t) * (const uint32_t *)puc_at)->uc_mcontext;
+  } else if (code_is(code, sigreturn_code, sizeof sigreturn_code))
     mc = (const mcontext_t *)(r->sp + sizeof(uint32_t));
   else if (code_is(code, sigreturn_code + 1, sizeof sigreturn_code - 1))
     mc = (const mcontext_t *)r->sp;
@@ -72,6 +78,27 @@ int frame_regs_from_signal_frame(struct frame_regs *r, uintptr_t lo, uintptr_t h
   r->sp = (uintptr_t)mc->gregs[REG_ESP];
   r->fp = (uintptr_t)mc->gregs[REG_EBP];
   return 1;
+}
+
+int frame_unwinder_signal_step(void *unw_cursor, ucontext_t *uc, uintptr_t pc) {
+  unw_cursor_t *c = unw_cursor;
+  unw_word_t sp;
+  if (unw_get_reg(c, UNW_REG_SP, &sp) < 0 || !frame_memory_mapped(pc, FRAME_SIGRETURN_LEN) ||
+      !frame_memory_mapped(sp, 3 * sizeof(uint32_t)))
+    return 0;
+  const unsigned char *code = (const unsigned char *)pc;
+  const mcontext_t *mc;
+  if (code_is(code, rt_sigreturn_code, sizeof rt_sigreturn_code))
+    mc = &((const ucontext_t *)(uintptr_t) * (const uint32_t *)(sp + 2 * sizeof(uint32_t)))->uc_mcontext;
+  else if (code_is(code, sigreturn_code, sizeof sigreturn_code))
+    mc = (const mcontext_t *)(sp + sizeof(uint32_t));
+  else
+    return 0;
+  if (!frame_memory_mapped((uintptr_t)mc->gregs, sizeof mc->gregs))
+    return 0;
+  memset(uc, 0, sizeof *uc);
+  memcpy(uc->uc_mcontext.gregs, mc->gregs, sizeof mc->gregs);
+  return unw_init_local2(c, UNW_CONTEXT(uc), UNW_INIT_SIGNAL_FRAME) == 0;
 }
 
 void frame_regs_to_ucontext(ucontext_t *uc, const struct frame_regs *r) {

@@ -682,7 +682,14 @@ __attribute__((noinline)) static struct frame_recipe derive_recipe(const struct 
     thread_stats.derivations++;
   }
 #endif
-  if (rc.kind == FRAME_NO_INFO && m && sigreturn_in_module(m, pc)) {
+  if (rc.flags & FRAME_SIGNAL) {
+    /* A signal frame is read by the architecture's own code, whose layout
+     * is the kernel's ABI (step_slow: signal_frame_step), never by its
+     * unwind data: qemu-i386's vDSO describes its rt_sigreturn frame as
+     * CFA = esp + 224, one word off (its "return address" is the saved
+     * %cs), which a plain recipe would have followed. */
+    rc = (struct frame_recipe){0, 0, 0, FRAME_COMPLEX, FRAME_SIGNAL};
+  } else if (rc.kind == FRAME_NO_INFO && m && sigreturn_in_module(m, pc)) {
     rc = (struct frame_recipe){0, 0, 0, FRAME_COMPLEX, FRAME_SIGNAL};
   } else if (FRAME_PC_THUNK_AFTER && rc.kind == FRAME_NO_INFO && m &&
              module_readable(m, pc - FRAME_PC_THUNK_BEFORE,
@@ -1418,9 +1425,9 @@ static int unwinder_walk(struct walk *w, const struct module_snapshot *s, uintpt
     } else {
       exact = 0;
     }
-#ifdef FRAME_EHABI_TABLES
+#ifdef FRAME_UNWINDER_SIGNAL_STEP
     /* The signal frame read by the walker (frame.h: libunwind 1.6 misreads
-     * ARM's sigreturn frame). */
+     * ARM's sigreturn frame, and i386's interrupted frame). */
     if (exact) {
       thread_stats.kernel_calls++;
       if (!frame_unwinder_signal_step(&cursor, &uc, ip))
