@@ -3,6 +3,7 @@
 #include "walk_check.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -124,7 +125,33 @@ static __thread uintptr_t stack_lo, stack_hi;
 
 /* Whether `pc` could be a return address at all: mapped, and not on the
  * thread's stack. */
+/* The segments without code (data, bss) of the objects loaded when the
+ * check starts (check_init; none of them is unloaded later): a return
+ * address in one is garbage, however mapped (seen: AArch64, both walkers
+ * reading the same word of the main program's bss during a dlopen). */
+#define DATA_RANGES 64
+static struct {
+  uintptr_t lo, hi;
+} data_ranges[DATA_RANGES];
+static int n_data_ranges;
+
+static int note_data_ranges(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size, (void)arg;
+  for (int i = 0; i < info->dlpi_phnum && n_data_ranges < DATA_RANGES; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type == PT_LOAD && !(ph->p_flags & PF_X)) {
+      data_ranges[n_data_ranges].lo = info->dlpi_addr + ph->p_vaddr;
+      data_ranges[n_data_ranges].hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+      n_data_ranges++;
+    }
+  }
+  return 0;
+}
+
 static int could_be_code(uintptr_t pc) {
+  for (int i = 0; i < n_data_ranges; i++)
+    if (pc >= data_ranges[i].lo && pc < data_ranges[i].hi)
+      return 0;
 #if defined(__arm__)
   /* qemu-arm answers mincore for some unmapped pages at the top of the
    * 32-bit space (0xffffffe7 passed): code is a loaded object's here. */
@@ -628,6 +655,7 @@ void check_signal(const ucontext_t *uc) {
 static void note_stack(void);
 
 void check_init(void) {
+  dl_iterate_phdr(note_data_ranges, NULL);
 #if defined(__arm__)
   /* libunwind's EHABI method only, as the runtime asks for it
    * (unwind_private.c): its DWARF method reads .debug_frame from files,
