@@ -260,7 +260,12 @@ int main(int argc, char **argv) {
          (unsigned long)st.frames_fast, (unsigned long)st.frames_memo,
          (unsigned long)st.frames_unwinder);
   int ok = failures == 0;
-  if (signed_seen == 0 || traps_signed != 16) {
+  /* A signature is a few bits (7 with a 48-bit address space and the top
+   * byte ignored): one that is all zero leaves a signed x30 looking
+   * unsigned, and both trap windows of one depth sign the same value with
+   * the same modifier, so about one run in twenty sees 2 of the 16 traps
+   * "unsigned" (CI under qemu-aarch64: 14 of 16). Most must be signed. */
+  if (signed_seen == 0 || traps_signed * 2 < trap_walks) {
     printf("FAIL: return addresses were not signed as expected: the test proves nothing\n");
     ok = 0;
   }
