@@ -149,6 +149,14 @@ static int note_data_ranges(struct dl_phdr_info *info, size_t size, void *arg) {
 }
 
 static int could_be_code(uintptr_t pc) {
+#if FRAME_CODE_ALIGN == 4
+  /* AArch64 instructions are 4-byte aligned; a frame's address is its
+   * return address less one past the first frame: anything else is data
+   * (both walkers read the same one past glibc 2.36's _dl_runtime_resolve,
+   * whose unwind data leaves out the 16 bytes its PLT header pushed). */
+  if ((pc & 3) != 0 && (pc & 3) != 3)
+    return 0;
+#endif
   for (int i = 0; i < n_data_ranges; i++)
     if (pc >= data_ranges[i].lo && pc < data_ranges[i].hi)
       return 0;
