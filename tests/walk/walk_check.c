@@ -701,18 +701,19 @@ void check_thread_init(void) {
 /* ---- sampler ------------------------------------------------------------- */
 
 static timer_t sampler_timer;
-static long sampler_started; /* monotonic_ns() at sampler_start */
+static int64_t sampler_started; /* monotonic_ns() at sampler_start */
 
-static long thread_cpu_ns(void) {
+/* 64-bit nanoseconds: a 32-bit long wraps every 4.3 s (i386, ARM32). */
+static int64_t thread_cpu_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1000000000L + ts.tv_nsec;
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static long monotonic_ns(void) {
+static int64_t monotonic_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no system call */
-  return ts.tv_sec * 1000000000L + ts.tv_nsec;
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* The sampler's checks take at most a quarter of the wall time, whatever a
@@ -721,16 +722,16 @@ static long monotonic_ns(void) {
  * libunwind takes a sigprocmask pair per step, Debian's build having no
  * per-thread cache), a check outlasted the 1 ms period and the handler
  * took all the time the workload needed to finish. */
-static atomic_long sampler_quiet_until;
+static _Atomic int64_t sampler_quiet_until;
 
 static void on_sample(int sig, siginfo_t *si, void *ucv) {
   (void)sig;
   (void)si;
-  long start = monotonic_ns();
+  int64_t start = monotonic_ns();
   if (start < atomic_load(&sampler_quiet_until))
     return;
   atomic_fetch_add(&samples, 1);
-  long cpu_start = thread_cpu_ns();
+  int64_t cpu_start = thread_cpu_ns();
   check_signal(ucv);
   check_here(); /* hook-style walk across the sigreturn frame */
   /* The check's own processor time, not its wall time: a reference walk
@@ -738,7 +739,7 @@ static void on_sample(int sig, siginfo_t *si, void *ucv) {
    * per-thread cache) while the other thread walks would otherwise count
    * the wait, and the quiet time grew with the contention until signal
    * points came 20 times more slowly (i386 natively, some runs). */
-  long took = thread_cpu_ns() - cpu_start;
+  int64_t took = thread_cpu_ns() - cpu_start;
   atomic_store(&sampler_quiet_until, monotonic_ns() + 3 * took);
 }
 
