@@ -29,16 +29,19 @@
 #include "spinlock.h"
 
 struct igprof_heap {
-  atomic_flag lock;        /* taken only while several threads exist */
+  /* One cache line, written by every event: with threads it moves from core
+   * to core with the lock, and nothing else need follow it. */
+  atomic_flag lock;                 /* taken only while several threads exist */
+  int64_t live_bytes, live_blocks;  /* now */
+  int64_t peak_bytes, peak_blocks;  /* at the maximum of live_bytes so far */
+  uint64_t peak_gen;                /* bumped at every new maximum */
+  int64_t peak_ns;                  /* when (CLOCK_MONOTONIC_COARSE) */
+  /* Read-only once the first allocation is counted. */
   int id_total, id_max, id_live, id_peak; /* the memory counters */
   /* Their entries in a counter block, filled in at the first allocation:
    * the layout is final only once every module has defined its counters. */
   int slots_known;
   uint32_t at_total, at_max, at_live, at_peak; /* byte offsets */
-  int64_t live_bytes, live_blocks;  /* now */
-  int64_t peak_bytes, peak_blocks;  /* at the maximum of live_bytes so far */
-  uint64_t peak_gen;                /* bumped at every new maximum */
-  int64_t peak_ns;                  /* when (CLOCK_MONOTONIC_COARSE) */
   int64_t start_ns;                 /* the process's start (a forked child's fork) */
 } __attribute__((aligned(64)));
 
