@@ -338,9 +338,14 @@ static void read_counters(struct dump_ctx *d)
     int any = 0;
     for (int id = 0; id < nc; ++id) {
       const struct igprof_counter_value *c = &info->counters[igprof_counter_slot(id)];
-      v[3 * id] = atomic_load_explicit(&c->ticks, memory_order_relaxed);
-      v[3 * id + 1] = atomic_load_explicit(&c->value, memory_order_relaxed);
-      v[3 * id + 2] = atomic_load_explicit(&c->peak, memory_order_relaxed);
+      igprof_counter_reader reader = igprof_counter_reader_of(id);
+      if (reader) {
+        reader(info->node, info->counters, &v[3 * id]);
+      } else {
+        v[3 * id] = atomic_load_explicit(&c->ticks, memory_order_relaxed);
+        v[3 * id + 1] = atomic_load_explicit(&c->value, memory_order_relaxed);
+        v[3 * id + 2] = atomic_load_explicit(&c->peak, memory_order_relaxed);
+      }
       any |= v[3 * id] || v[3 * id + 1] || v[3 * id + 2];
     }
     info->vals = k++;

@@ -35,6 +35,7 @@ void igprof_module_span(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_
 /* ------------------------------------------------------------------ */
 
 struct igprof_node;
+struct igprof_counter_value;
 
 /* What a thread is doing, as far as the profiler is concerned (the guard).
  * BUSY is the profiler's own work: its per-thread buffers are in use and it
@@ -250,15 +251,28 @@ enum igprof_counter_kind {
   IGPROF_COUNTER_MAX,  /* value = max(value, amount); peak stays 0 */
   IGPROF_COUNTER_SUM,  /* value += amount, never released: peak is written as value
                         * (saves tracking it on every event; MEM_TOTAL, PERF_TICKS) */
+  IGPROF_COUNTER_SNAPSHOT, /* its block entry is the module's own state; the dump asks
+                            * the counter's reader for (ticks, value, peak) (MEM_PEAK) */
 };
+
+/* A SNAPSHOT counter's figures for one node at dump time, from its counter
+ * block (which exists). */
+typedef void (*igprof_counter_reader)(const struct igprof_node *n, const struct igprof_counter_value *block,
+                                      int64_t out[3]);
 
 /* Define a counter (in module start only). Counters are written in
  * definition order. `leaks` asks the dump writer to list the live table's
  * blocks of each node as ;LK=(addr,size) after this counter.
  * Returns the counter id, or -1 if too many. */
 int igprof_counter_define(const char *name, enum igprof_counter_kind kind, int leaks);
-/* The counter's entry in a node's counter block (not its id: see tree.c). */
-int igprof_counter_slot(int id);
+/* The same for a SNAPSHOT counter. */
+int igprof_counter_define_snapshot(const char *name, igprof_counter_reader reader);
+/* The reader of counter `id`, NULL unless it is a SNAPSHOT counter. */
+igprof_counter_reader igprof_counter_reader_of(int id);
+/* The counter's entry in a node's counter block (not its id: see tree.c),
+ * fixed once the first block is made (every module has started). */
+extern int igprof_counter_slots[IGPROF_MAX_COUNTERS];
+static inline int igprof_counter_slot(int id) { return igprof_counter_slots[id]; }
 int igprof_counter_count(void);
 const char *igprof_counter_name(int id);
 
@@ -276,6 +290,9 @@ struct igprof_node {
   _Atomic(struct igprof_node *) children;
   _Atomic(struct igprof_counter_value *) counters; /* NULL until first tick */
   uint32_t dump_gen, dump_index;            /* the dump writer's (dump.c) */
+  /* The heap maximum this node's saved MEM_LIVE belongs to (heap.h): on the
+   * node's line, which an event reads anyway, not in its counter block. */
+  uint64_t peak_gen;
 };
 
 /* Nodes created so far (a bound on the tree's size, for the dump). */
@@ -291,16 +308,9 @@ struct igprof_node *igprof_tree_root(void);
  * counters per event (then use igprof_counter_block_add). */
 struct igprof_counter_value *igprof_node_counters(struct igprof_node *n);
 void igprof_counter_block_add(struct igprof_counter_value *block, int id, int64_t ticks, int64_t amount);
-/* One tick of `amount` on three counters at once, of the kinds SUM, MAX and
- * TICK in that order (an allocation's MEM_TOTAL, MEM_MAX and MEM_LIVE):
- * the same as three igprof_counter_block_add calls, for less. */
-void igprof_counter_block_add3(struct igprof_counter_value *block, int sum_id, int max_id, int tick_id,
-                               int64_t amount);
 
 /* Add ticks/amount to counter `id` of node n (lock-free, any thread). */
 void igprof_counter_add(struct igprof_node *n, int id, int64_t ticks, int64_t amount);
-/* Subtract a released resource (MEM_LIVE on free). */
-void igprof_counter_release(struct igprof_node *n, int id, int64_t ticks, int64_t amount);
 
 /* Push a stack (innermost first, as the walker returns it) into the tree and
  * return the leaf node. Uses the thread's cache of the previous stack, so a

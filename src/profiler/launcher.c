@@ -27,6 +27,10 @@ static int check_overhead(const char *v)
 {
   return strcmp(v, "none") == 0 || strcmp(v, "include") == 0 || strcmp(v, "delta") == 0;
 }
+static int check_summary(const char *v)
+{
+  return strcmp(v, "auto") == 0 || strcmp(v, "always") == 0 || strcmp(v, "never") == 0;
+}
 static int check_unwind(const char *v) { return strcmp(v, "fast") == 0 || strcmp(v, "libunwind") == 0; }
 static int check_signal(const char *v) { return igprof_options_signal(v) > 0; }
 static int check_depth(const char *v) { return igprof_options_int(v, 1, 65536) > 0; }
@@ -36,9 +40,11 @@ static int check_nonempty(const char *v) { return v[0] != 0; }
 /* One row per option (launch.h). */
 static const struct launch_option options[] = {
   {"-mp", "--memory-profiler", NULL, "mem", NULL, NULL, 1, 1,
-   "memory profile: MEM_TOTAL, MEM_LIVE (with leaks), MEM_MAX"},
+   "memory profile: MEM_TOTAL, MEM_LIVE (with leaks), MEM_MAX, MEM_PEAK"},
   {"-mo", "--memory-overhead", "MODE", "mem:overhead=%s", check_overhead, "none, include or delta", 0, 1,
    "count requested bytes (none, default), usable size (include) or only the overhead (delta)"},
+  {NULL, "--summary", "WHEN", "mem:summary=%s", check_summary, "auto, always or never", 0, 1,
+   "-mp: the heap's peak on stderr at exit (auto: when stderr is a terminal)"},
   {"-pp", "--performance-profiler", NULL, "perf", NULL, NULL, 1, 1,
    "performance profile: PERF_TICKS (the default when no profiler is chosen)"},
   {"-pr", "--real-time", NULL, "perf perf:real", NULL, NULL, 1, 1, "performance profile of wall-clock time"},

@@ -8,10 +8,9 @@
  * hash together; growing doubles one shard under its own lock while the
  * other 255 carry on, so there is never a stop-the-world rehash.
  */
-#include "../arch/cpu.h"
 #include "internal.h"
+#include "spinlock.h"
 
-#include <sched.h>
 #include <string.h>
 
 #define SHARD_BITS 8
@@ -53,19 +52,9 @@ static inline struct live_shard *shard_of(uint64_t h) { return &shards[h >> (64 
 /* With one thread (igprof_one_thread) nobody else can hold or want a shard:
  * the lock's locked exchange is skipped. fork's prepare/child/parent and the
  * dump lock unconditionally (lock_always). */
-static void lock_always(struct live_shard *s)
-{
-  int spins = 0;
-  while (atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire)) {
-    if (++spins > 64) { sched_yield(); spins = 0; }
-    else cpu_relax();
-  }
-}
+static void lock_always(struct live_shard *s) { igprof_spin_lock(&s->lock); }
 
-static void unlock_always(struct live_shard *s)
-{
-  atomic_flag_clear_explicit(&s->lock, memory_order_release);
-}
+static void unlock_always(struct live_shard *s) { igprof_spin_unlock(&s->lock); }
 
 /* Returns whether it locked: pass that to shard_unlock. */
 static inline int shard_lock(struct live_shard *s)

@@ -10,12 +10,15 @@
  *   MEM_MAX    ticks = calls, value = largest single allocation
  *   MEM_LIVE   ticks = blocks still live, value = their bytes,
  *              peak = the call path's high-water mark; ;LK lists the blocks
+ *   MEM_PEAK   ticks, value = MEM_LIVE's at the moment the whole process's
+ *              live bytes reached their maximum (heap.h)
  *
  * The application sees exactly libc's behaviour: same results, errno exactly
  * as the original left it on success and on failure (saved after the
  * original, around our bookkeeping), nothing recorded for a failed call.
  */
 #define _GNU_SOURCE
+#include "heap.h"
 #include "mem_internal.h"
 #include "walk.h"
 
@@ -28,7 +31,9 @@
 enum overhead { OVERHEAD_NONE, OVERHEAD_INCLUDE, OVERHEAD_DELTA };
 
 static enum overhead overhead = OVERHEAD_NONE;
-static int c_total = -1, c_max = -1, c_live = -1;
+static int c_total = -1, c_max = -1, c_live = -1, c_peak = -1;
+/* The exit summary (heap.c): at a terminal only, always or never. */
+static enum { SUMMARY_AUTO, SUMMARY_ALWAYS, SUMMARY_NEVER } summary = SUMMARY_AUTO;
 static int counting;     /* the "mem" module itself is on */
 static int hooks_state;  /* 0 not tried, 1 installed, -1 failed */
 static size_t page_size;
@@ -131,7 +136,7 @@ static inline __attribute__((always_inline)) void record_from(void *ptr, size_t 
    * slot was asked for before the walk), then count. */
   __builtin_prefetch(c, 1);
   igprof_live_insert((uintptr_t) ptr, node, size);
-  igprof_counter_block_add3(c, c_total, c_max, c_live, (int64_t) size); /* SUM, MAX, TICK */
+  igprof_heap_alloc(node, c, (int64_t) size);
 }
 
 static void record(void *ptr, size_t requested, void *caller, const void *frame)
@@ -170,7 +175,7 @@ static inline void releasing(struct igprof_node *node, uint64_t size)
 static inline void release(struct igprof_node *node, uint64_t size)
 {
   igprof_tls.releasing = NULL;
-  igprof_counter_release(node, c_live, 1, (int64_t) size);
+  igprof_heap_release(node, (int64_t) size);
 }
 
 void igprof_mem_settle(void)
@@ -397,16 +402,37 @@ static const struct mem_chain *const replacements[MEM_SLOTS] = {&replacements_0,
 
 /* ---------------------------------------------------------------- */
 
+/* `value` as the index of one of `names` (in enum order) into *out; a
+ * one-line reason in err otherwise. */
+static int choose(const char *key, const char *value, const char *const *names, int n, int *out, char *err,
+                  size_t errlen)
+{
+  for (int i = 0; i < n; ++i)
+    if (strcmp(value, names[i]) == 0) {
+      *out = i;
+      return 0;
+    }
+  char list[128];
+  size_t len = 0;
+  for (int i = 0; i < n && len < sizeof list; ++i)
+    len += igprof_format(list + len, sizeof list - len, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ", names[i]);
+  igprof_format(err, errlen, "mem:%s must be %s, not '%s'", key, list, value);
+  return -1;
+}
+
 static int mem_option(const char *key, const char *value, char *err, size_t errlen)
 {
+  static const char *const overheads[] = {"none", "include", "delta"};
+  static const char *const summaries[] = {"auto", "always", "never"};
+  int choice = 0;
   if (strcmp(key, "overhead") == 0 && value) {
-    if (strcmp(value, "none") == 0) overhead = OVERHEAD_NONE;
-    else if (strcmp(value, "include") == 0) overhead = OVERHEAD_INCLUDE;
-    else if (strcmp(value, "delta") == 0) overhead = OVERHEAD_DELTA;
-    else {
-      igprof_format(err, errlen, "mem:overhead must be none, include or delta, not '%s'", value);
-      return -1;
-    }
+    if (choose(key, value, overheads, 3, &choice, err, errlen) != 0) return -1;
+    overhead = (enum overhead) choice;
+    return 0;
+  }
+  if (strcmp(key, "summary") == 0 && value) {
+    if (choose(key, value, summaries, 3, &choice, err, errlen) != 0) return -1;
+    summary = choice;
     return 0;
   }
   igprof_format(err, errlen, "unknown option 'mem:%s'", key);
@@ -498,6 +524,8 @@ static int mem_start(void)
   c_max = igprof_counter_define("MEM_MAX", IGPROF_COUNTER_MAX, 0);
   c_live = igprof_counter_define("MEM_LIVE", IGPROF_COUNTER_TICK, 1);
   if (c_total < 0 || c_max < 0 || c_live < 0) return -1;
+  c_peak = igprof_heap_start(c_total, c_max, c_live);
+  if (c_peak < 0) return -1;
   if (install_hooks() != 0) return -1;
   counting = 1;
   igprof_mem_cxx_start();
@@ -509,7 +537,18 @@ static void mem_fork_child(void)
   if (!counting) return;
   /* The child's profile is its own: it starts from zero (igprof_live_fork_child
    * emptied the live table). */
-  igprof_tree_reset_counters(1u << c_total | 1u << c_max | 1u << c_live);
+  igprof_tree_reset_counters(1u << c_total | 1u << c_max | 1u << c_live | 1u << c_peak);
+  igprof_heap_fork_child();
+}
+
+/* The heap's peak on stderr: by default only when stderr is a terminal, so
+ * the program's captured stderr stays its own (design.md §3.6). */
+static void mem_before_final_dump(void)
+{
+  if (!counting || summary == SUMMARY_NEVER) return;
+  int saved = errno;
+  if (summary == SUMMARY_ALWAYS || isatty(2)) igprof_heap_summary();
+  errno = saved; /* an exec that fails goes on with the program */
 }
 
 static struct igprof_module mem_module = {
@@ -517,6 +556,7 @@ static struct igprof_module mem_module = {
   .option = mem_option,
   .start = mem_start,
   .fork_child = mem_fork_child,
+  .before_final_dump = mem_before_final_dump,
   .library_loaded = mem_library_loaded,
 };
 IGPROF_MODULE(mem_module);

@@ -17,6 +17,7 @@ struct counter_def {
   const char *name;
   enum igprof_counter_kind kind;
   int leaks;
+  igprof_counter_reader reader;
 };
 
 static struct counter_def counters[IGPROF_MAX_COUNTERS];
@@ -31,23 +32,34 @@ static struct igprof_node root;
  * fields an allocation updates (MEM_LIVE's three, MEM_TOTAL's and MEM_MAX's
  * ticks and value) then lie in the block's first 64 bytes, one cache line
  * (blocks start on a line), where the definition order put MEM_LIVE's peak
- * on a second one. The dump still numbers counters in definition order.
- * Fixed when the first block is made: later definitions are refused. */
-static int slot_of[IGPROF_MAX_COUNTERS];
+ * on a second one (MEM_PEAK's entry, written when a node first changes
+ * after a new heap maximum, may lie there: heap.h). The dump still numbers
+ * counters in definition order. Fixed when the first block is made: later
+ * definitions are refused. */
+int igprof_counter_slots[IGPROF_MAX_COUNTERS];
+
 static _Atomic int blocks_made;
 
 int igprof_counter_define(const char *name, enum igprof_counter_kind kind, int leaks)
 {
   if (counter_count == IGPROF_MAX_COUNTERS || atomic_load(&blocks_made)) return -1;
-  counters[counter_count] = (struct counter_def){name, kind, leaks};
+  counters[counter_count] = (struct counter_def){name, kind, leaks, NULL};
   int slot = 0;
   for (int pass = 0; pass < 2; ++pass)
     for (int id = 0; id <= counter_count; ++id)
-      if ((counters[id].kind == IGPROF_COUNTER_TICK) == (pass == 0)) slot_of[id] = slot++;
+      if ((counters[id].kind == IGPROF_COUNTER_TICK) == (pass == 0)) igprof_counter_slots[id] = slot++;
   return counter_count++;
 }
 
-int igprof_counter_slot(int id) { return slot_of[id]; }
+int igprof_counter_define_snapshot(const char *name, igprof_counter_reader reader)
+{
+  int id = igprof_counter_define(name, IGPROF_COUNTER_SNAPSHOT, 0);
+  if (id >= 0) counters[id].reader = reader;
+  return id;
+}
+
+igprof_counter_reader igprof_counter_reader_of(int id) { return counters[id].reader; }
+
 int igprof_counter_count(void) { return counter_count; }
 const char *igprof_counter_name(int id) { return counters[id].name; }
 int igprof_counter_has_leaks(int id) { return counters[id].leaks; }
@@ -90,7 +102,7 @@ static inline void plain_max(_Atomic int64_t *slot, int64_t v)
 
 void igprof_counter_block_add(struct igprof_counter_value *c, int id, int64_t ticks, int64_t amount)
 {
-  c += slot_of[id];
+  c += igprof_counter_slots[id];
   if (igprof_one_thread()) {
     plain_add(&c->ticks, ticks);
     switch (counters[id].kind) {
@@ -100,6 +112,7 @@ void igprof_counter_block_add(struct igprof_counter_value *c, int id, int64_t ti
       plain_add(&c->value, amount);
       plain_max(&c->peak, atomic_load_explicit(&c->value, memory_order_relaxed));
       break;
+    case IGPROF_COUNTER_SNAPSHOT: break;
     }
     return;
   }
@@ -116,30 +129,8 @@ void igprof_counter_block_add(struct igprof_counter_value *c, int id, int64_t ti
     atomic_max(&c->peak, now);
     break;
   }
+  case IGPROF_COUNTER_SNAPSHOT: break;
   }
-}
-
-void igprof_counter_block_add3(struct igprof_counter_value *c, int sum_id, int max_id, int tick_id,
-                               int64_t amount)
-{
-  struct igprof_counter_value *sum = c + slot_of[sum_id], *max = c + slot_of[max_id],
-                              *tick = c + slot_of[tick_id];
-  if (igprof_one_thread()) {
-    plain_add(&sum->ticks, 1);
-    plain_add(&sum->value, amount);
-    plain_add(&max->ticks, 1);
-    plain_max(&max->value, amount);
-    plain_add(&tick->ticks, 1);
-    plain_add(&tick->value, amount);
-    plain_max(&tick->peak, atomic_load_explicit(&tick->value, memory_order_relaxed));
-    return;
-  }
-  atomic_fetch_add_explicit(&sum->ticks, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&sum->value, amount, memory_order_relaxed);
-  atomic_fetch_add_explicit(&max->ticks, 1, memory_order_relaxed);
-  atomic_max(&max->value, amount);
-  atomic_fetch_add_explicit(&tick->ticks, 1, memory_order_relaxed);
-  atomic_max(&tick->peak, atomic_fetch_add_explicit(&tick->value, amount, memory_order_relaxed) + amount);
 }
 
 void igprof_counter_add(struct igprof_node *n, int id, int64_t ticks, int64_t amount)
@@ -149,20 +140,6 @@ void igprof_counter_add(struct igprof_node *n, int id, int64_t ticks, int64_t am
 }
 
 int igprof_counter_is_sum(int id) { return counters[id].kind == IGPROF_COUNTER_SUM; }
-
-void igprof_counter_release(struct igprof_node *n, int id, int64_t ticks, int64_t amount)
-{
-  struct igprof_counter_value *c = atomic_load_explicit(&n->counters, memory_order_acquire);
-  if (!c) return;
-  c += slot_of[id];
-  if (igprof_one_thread()) {
-    plain_add(&c->ticks, -ticks);
-    plain_add(&c->value, -amount);
-    return;
-  }
-  atomic_fetch_sub_explicit(&c->ticks, ticks, memory_order_relaxed);
-  atomic_fetch_sub_explicit(&c->value, amount, memory_order_relaxed);
-}
 
 /* The (parent, pc) -> node index. Sibling lists alone made a lookup scan
  * every child of a busy node (a compiler's allocation sites number in the
@@ -303,9 +280,9 @@ void igprof_tree_reset_counters(uint32_t mask)
     if (c)
       for (int i = 0; i < counter_count; ++i) {
         if (!(mask & (1u << i))) continue;
-        atomic_store(&c[slot_of[i]].ticks, 0);
-        atomic_store(&c[slot_of[i]].value, 0);
-        atomic_store(&c[slot_of[i]].peak, 0);
+        atomic_store(&c[igprof_counter_slots[i]].ticks, 0);
+        atomic_store(&c[igprof_counter_slots[i]].value, 0);
+        atomic_store(&c[igprof_counter_slots[i]].peak, 0);
       }
     struct igprof_node *next = atomic_load(&n->children);
     if (!next) {

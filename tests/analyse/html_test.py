@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """--html: well-formed, every link has a target, and the flat table holds the
-same names, totals and self values as the JSON report."""
+same names, totals and self values as the JSON report.
+Usage: html_test.py ANALYSE DUMP [more igprof-analyse options, e.g. -r MEM_PEAK]"""
 import html.parser, json, subprocess, sys
 
-analyse, dump = sys.argv[1], sys.argv[2]
-page = subprocess.run([analyse, "--html", dump], capture_output=True, check=True).stdout.decode("utf-8")
-j = json.loads(subprocess.run([analyse, "--json", dump], capture_output=True, check=True).stdout)
+analyse, dump, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
+page = subprocess.run([analyse, "--html", *extra, dump], capture_output=True, check=True).stdout.decode("utf-8")
+j = json.loads(subprocess.run([analyse, "--json", *extra, dump], capture_output=True, check=True).stdout)
 
 class Page(html.parser.HTMLParser):
     def __init__(self):

@@ -2,6 +2,9 @@
 printed and remembered, and the script's exit status says whether any
 failed."""
 
+import os
+import tempfile
+
 failures = []
 
 
@@ -22,3 +25,18 @@ def status():
         return 1
     print('all checks passed')
     return 0
+
+
+def scenarios(names):
+    """{name: function} of a script's scenario_* functions (from its globals());
+    the name with '-' for '_'."""
+    return {k[len('scenario_'):].replace('_', '-'): v for k, v in names.items() if k.startswith('scenario_')}
+
+
+def run_scenario(scenario, a, prefix):
+    """Run scenario(a) in a temporary directory of its own; the exit status."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        os.chdir(tmp)
+        scenario(a)
+        os.chdir('/')
+    return status()

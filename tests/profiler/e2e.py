@@ -13,7 +13,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -21,7 +20,7 @@ import igdump  # noqa: E402
 import target  # noqa: E402
 
 PAGE = os.sysconf('SC_PAGE_SIZE')
-from checks import check, eq, failures, status  # noqa: E402,F401
+from checks import check, eq, failures, status, run_scenario, scenarios  # noqa: E402,F401
 
 
 def run(args, **kw):
@@ -796,7 +795,7 @@ def scenario_go(a):
     check('go:' not in r.stderr, f'a C program gets no Go hook: {r.stderr[-300:]!r}')
 
 
-SCENARIOS = {k[len('scenario_'):].replace('_', '-'): v for k, v in globals().items() if k.startswith('scenario_')}
+SCENARIOS = scenarios(globals())
 
 
 def main():
@@ -820,11 +819,7 @@ def main():
     a.memtest = os.path.join(os.path.abspath(a.progs), 'memtest')
     a.cxxtest = os.path.join(os.path.abspath(a.progs), 'cxxtest')
     a.sample = os.path.join(os.path.abspath(a.bin), '..', 'examples', 'sample')
-    with tempfile.TemporaryDirectory(prefix='igprof-e2e-') as tmp:
-        os.chdir(tmp)
-        SCENARIOS[a.scenario](a)
-        os.chdir('/')
-    return status()
+    return run_scenario(SCENARIOS[a.scenario], a, 'igprof-e2e-')
 
 
 if __name__ == '__main__':

@@ -16,14 +16,13 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import igdump  # noqa: E402
 import target  # noqa: E402
 
-from checks import check, eq, failures, status  # noqa: E402,F401
+from checks import check, eq, failures, status, run_scenario, scenarios  # noqa: E402,F401
 
 
 def no_core():
@@ -341,7 +340,7 @@ def scenario_static(a):
     eq(dumps('igprof.tiny*'), [], 'static program: no dump')
 
 
-SCENARIOS = {k[len('scenario_'):].replace('_', '-'): v for k, v in globals().items() if k.startswith('scenario_')}
+SCENARIOS = scenarios(globals())
 
 
 def main():
@@ -358,11 +357,7 @@ def main():
     a.static = os.path.join(progs, 'tiny-static')
     a.target = target.setup(bindir)
     a.python = a.target.python() if a.target.cross else '/usr/bin/python3'
-    with tempfile.TemporaryDirectory(prefix='igprof-rel-') as tmp:
-        os.chdir(tmp)
-        SCENARIOS[a.scenario](a)
-        os.chdir('/')
-    return status()
+    return run_scenario(SCENARIOS[a.scenario], a, 'igprof-rel-')
 
 
 if __name__ == '__main__':

@@ -1,0 +1,139 @@
+/* The process's live heap as the memory profiler sees it (heap.c): its
+ * total live bytes and blocks, their maximum over the run (the global peak)
+ * and each call path's share of it (MEM_PEAK).
+ *
+ * One allocation or release updates, as one step: the node's MEM_TOTAL,
+ * MEM_MAX and MEM_LIVE, the process's totals, and the check for a new
+ * maximum. With one thread that step is plain loads and stores; once a
+ * second thread exists it runs under one spinlock, held for a few stores
+ * (the walk, the live table and the original call all happen outside it).
+ * The lock is what makes MEM_PEAK exact: no thread can change a node between
+ * another thread's update of the totals and its check for a new maximum, so
+ * the maximum and the per-node figures describe the same moment of one
+ * sequence of events.
+ *
+ * MEM_PEAK without copying the tree at each new maximum: every new maximum
+ * bumps a generation number. A node keeps a saved MEM_LIVE (blocks, bytes)
+ * and the generation it was saved in (igprof_node.peak_gen). A node about to
+ * change whose saved generation is older than the latest maximum's has not
+ * changed since that maximum: its current figures are the ones it had then,
+ * so they are saved first, tagged with the latest generation. At dump time a
+ * node tagged with the latest generation reports its saved figures, any other
+ * its current ones (unchanged since the maximum). A new maximum costs one
+ * increment; a node pays two stores the first time it changes after one.
+ */
+#ifndef IGPROF_HEAP_H
+#define IGPROF_HEAP_H
+
+#include "internal.h"
+#include "spinlock.h"
+
+struct igprof_heap {
+  /* One cache line, written by every event: with threads it moves from core
+   * to core with the lock, and nothing else need follow it. */
+  atomic_flag lock;                 /* taken only while several threads exist */
+  int64_t live_bytes, live_blocks;  /* now */
+  int64_t peak_bytes, peak_blocks;  /* at the maximum of live_bytes so far */
+  uint64_t peak_gen;                /* bumped at every new maximum */
+  int64_t peak_ns;                  /* when (CLOCK_MONOTONIC_COARSE) */
+  /* Read-only once the first allocation is counted. */
+  int id_total, id_max, id_live, id_peak; /* the memory counters */
+  /* Their entries in a counter block, filled in at the first allocation:
+   * the layout is final only once every module has defined its counters. */
+  int slots_known;
+  uint32_t at_total, at_max, at_live, at_peak; /* byte offsets */
+  int64_t start_ns;                 /* the process's start (a forked child's fork) */
+} __attribute__((aligned(64)));
+
+extern struct igprof_heap igprof_heap;
+
+/* heap.c: define MEM_PEAK after the memory profiler's other counters
+ * (its start) and start the clock. Returns MEM_PEAK's id, or -1. */
+int igprof_heap_start(int total_id, int max_id, int live_id);
+/* Fill in the slots (lock held). */
+void igprof_heap_find_slots(struct igprof_heap *h);
+/* A new maximum: live_bytes just went above peak_bytes; lock held. */
+void igprof_heap_new_peak(struct igprof_heap *h);
+/* A forked child: its heap starts empty, with no maximum yet. */
+void igprof_heap_fork_child(void);
+/* One line on stderr: the peak and when it was reached. */
+void igprof_heap_summary(void);
+
+/* Counter `at` (a byte offset, struct igprof_heap) of block c. */
+static inline struct igprof_counter_value *igprof_heap_counter(struct igprof_counter_value *c, uint32_t at)
+{
+  return (struct igprof_counter_value *) ((char *) c + at);
+}
+
+/* Plain updates: every writer of these fields holds the lock, or is the
+ * only thread; the dump reads them with relaxed loads. */
+static inline int64_t igprof_heap_get(_Atomic int64_t *p) { return atomic_load_explicit(p, memory_order_relaxed); }
+static inline void igprof_heap_set(_Atomic int64_t *p, int64_t v) { atomic_store_explicit(p, v, memory_order_relaxed); }
+static inline void igprof_heap_add_to(_Atomic int64_t *p, int64_t v) { igprof_heap_set(p, igprof_heap_get(p) + v); }
+
+/* Returns whether it locked: pass that to igprof_heap_unlock. */
+static inline int igprof_heap_lock(struct igprof_heap *h)
+{
+  if (igprof_one_thread()) return 0;
+  igprof_spin_lock(&h->lock);
+  return 1;
+}
+
+static inline void igprof_heap_unlock(struct igprof_heap *h, int locked)
+{
+  if (locked) igprof_spin_unlock(&h->lock);
+}
+
+/* The node is about to change: if it has not changed since the latest
+ * maximum, its figures now are its figures then. Lock held. */
+static inline void igprof_heap_keep_peak(struct igprof_heap *h, struct igprof_node *n,
+                                         struct igprof_counter_value *c)
+{
+  if (IGPROF_LIKELY(n->peak_gen == h->peak_gen)) return;
+  struct igprof_counter_value *live = igprof_heap_counter(c, h->at_live), *saved = igprof_heap_counter(c, h->at_peak);
+  igprof_heap_set(&saved->ticks, igprof_heap_get(&live->ticks));
+  igprof_heap_set(&saved->value, igprof_heap_get(&live->value));
+  __atomic_store_n(&n->peak_gen, h->peak_gen, __ATOMIC_RELAXED);
+}
+
+/* A new block of `bytes` on node n (its counter block c). */
+static inline __attribute__((always_inline)) void igprof_heap_alloc(struct igprof_node *n,
+                                                                    struct igprof_counter_value *c, int64_t bytes)
+{
+  struct igprof_heap *h = &igprof_heap;
+  int locked = igprof_heap_lock(h);
+  if (IGPROF_UNLIKELY(!h->slots_known)) igprof_heap_find_slots(h);
+  struct igprof_counter_value *total = igprof_heap_counter(c, h->at_total), *max = igprof_heap_counter(c, h->at_max);
+  struct igprof_counter_value *live = igprof_heap_counter(c, h->at_live);
+  igprof_heap_keep_peak(h, n, c);
+  igprof_heap_add_to(&total->ticks, 1);
+  igprof_heap_add_to(&total->value, bytes);
+  igprof_heap_add_to(&max->ticks, 1);
+  if (igprof_heap_get(&max->value) < bytes) igprof_heap_set(&max->value, bytes);
+  int64_t now = igprof_heap_get(&live->value) + bytes;
+  igprof_heap_set(&live->value, now);
+  igprof_heap_add_to(&live->ticks, 1);
+  if (igprof_heap_get(&live->peak) < now) igprof_heap_set(&live->peak, now);
+  h->live_bytes += bytes;
+  h->live_blocks += 1;
+  if (h->live_bytes > h->peak_bytes) igprof_heap_new_peak(h);
+  igprof_heap_unlock(h, locked);
+}
+
+/* A block of `bytes` on node n released (an allocation on n came first). */
+static inline __attribute__((always_inline)) void igprof_heap_release(struct igprof_node *n, int64_t bytes)
+{
+  struct igprof_counter_value *c = atomic_load_explicit(&n->counters, memory_order_acquire);
+  if (!c) return;
+  struct igprof_heap *h = &igprof_heap;
+  int locked = igprof_heap_lock(h);
+  struct igprof_counter_value *live = igprof_heap_counter(c, h->at_live);
+  igprof_heap_keep_peak(h, n, c);
+  igprof_heap_add_to(&live->ticks, -1);
+  igprof_heap_add_to(&live->value, -bytes);
+  h->live_bytes -= bytes;
+  h->live_blocks -= 1;
+  igprof_heap_unlock(h, locked);
+}
+
+#endif

@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""The heap over time under `igprof -mp`: MEM_PEAK (each call path's live
+blocks and bytes at the moment the whole heap was largest) and the exit
+summary, on programs whose peak is known exactly (progs/heaptest.c), and
+MEM_PEAK read by every igprof-analyse report.
+
+Usage: heap.py --bin BUILD/bin --progs DIR SCENARIO
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import igdump  # noqa: E402
+import target  # noqa: E402
+from checks import check, eq, run_scenario, scenarios  # noqa: E402
+
+SUMMARY = re.compile(r'^igprof\((\d+)\): heap peak (\d+) bytes in (\d+) blocks, (\d+)\.(\d{3}) s after start$', re.M)
+
+
+def run(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, timeout=300, **kw)
+
+
+def profile(a, scenario, *options):
+    """Run heaptest SCENARIO under -mp with the summary on; returns the
+    result, the dumps ({pid: Dump}) and the summaries ({pid: (bytes, blocks)})."""
+    for f in glob.glob('heap.*'):
+        os.unlink(f)
+    r = run([a.igprof, '-mp', '--summary', 'always', '-o', 'heap.%p', *options, a.heaptest, scenario])
+    eq(r.returncode, 0, f'{scenario}: exit status ({r.stderr[-300:]!r})')
+    dumps = {int(f.split('.')[-1]): igdump.Dump(f) for f in glob.glob('heap.*')}
+    summaries = {int(m[0]): (int(m[1]), int(m[2])) for m in SUMMARY.findall(r.stderr)}
+    eq(sorted(summaries), sorted(dumps), f'{scenario}: one summary line per process with a dump: {r.stderr!r}')
+    return r, dumps, summaries
+
+
+def peak_by_leaf(d):
+    """{leaf: (blocks, bytes)} of MEM_PEAK, over the call paths ending there."""
+    return {sym: (v[0], v[1]) for sym, v in d.by_leaf('MEM_PEAK').items()}
+
+
+def peak_total(d):
+    """(blocks, bytes): MEM_PEAK over the whole dump."""
+    nodes = [n.counters['MEM_PEAK'] for n in d.nodes if 'MEM_PEAK' in n.counters]
+    return sum(c[0] for c in nodes), sum(c[1] for c in nodes)
+
+
+def expect_consistent(d, summary, what):
+    """MEM_PEAK describes one moment: its sum over every call path is the
+    heap's maximum the summary gives, blocks and bytes; each path's share
+    at that moment is within its own high-water mark, and MEM_PEAK's
+    peak field repeats its value."""
+    eq(peak_total(d), (summary[1], summary[0]), f'{what}: MEM_PEAK over all paths = the summary\'s peak')
+    for n in d.nodes:
+        if 'MEM_PEAK' in n.counters:
+            t, v, p = n.counters['MEM_PEAK']
+            live = n.counters.get('MEM_LIVE', (0, 0, 0))
+            check(0 <= v <= live[2] and p == v and t >= 0,
+                  f'{what}: {n.symbol}: MEM_PEAK {n.counters["MEM_PEAK"]} against MEM_LIVE {live}')
+
+
+# ---------------------------------------------------------------------------
+
+def scenario_single(a):
+    r, dumps, summaries = profile(a, 'single')
+    for pid, d in dumps.items():
+        # peak_a reached the same total again later and peak_d stopped one
+        # byte short: neither has a share of the peak
+        eq(peak_by_leaf(d), {'peak_b': (2, 1000), 'peak_grow': (1, 300), 'peak_c': (1, 4000)}, 'MEM_PEAK by leaf')
+        eq(summaries[pid], (5300, 4), 'summary: peak bytes and blocks')
+        expect_consistent(d, summaries[pid], 'single')
+        live = {s: (v[0], v[1]) for s, v in d.by_leaf('MEM_LIVE').items() if v[0] or v[1]}
+        eq(live, {'peak_b': (1, 500), 'peak_grow': (1, 200), 'peak_d': (1, 4599)}, 'MEM_LIVE at exit')
+        eq(d.by_leaf('MEM_LIVE')['peak_a'][2], 4000, 'peak_a\'s own high-water mark (MEM_LIVE peak)')
+        # counter ids: IgProf's three first, MEM_PEAK after them
+        with open(glob.glob('heap.*')[0]) as f:
+            text = f.read()
+        eq(re.findall(r'V(\d)=\((MEM_\w+)\)', text),
+           [('0', 'MEM_TOTAL'), ('1', 'MEM_MAX'), ('2', 'MEM_LIVE'), ('3', 'MEM_PEAK')], 'counter definitions')
+
+
+def scenario_barrier(a):
+    r, dumps, summaries = profile(a, 'barrier')
+    for pid, d in dumps.items():
+        peak = peak_by_leaf(d)
+        for t in range(4):
+            eq(peak.get(f'big_{t}'), (1, 100000 * (t + 1)), f'big_{t}: its block at the peak')
+        eq(peak.get('churn_alloc', (0, 0)), (0, 0), 'no churn block live at the peak')
+        eq(d.by_leaf('MEM_TOTAL')['churn_alloc'][0], 4 * 2 * 20000, 'churn allocations counted')
+        check(summaries[pid][0] >= 1000000, f'the peak holds the four big blocks: {summaries[pid]}')
+        expect_consistent(d, summaries[pid], 'barrier')
+
+
+def scenario_race(a):
+    for round in range(a.rounds):
+        r, dumps, summaries = profile(a, 'race')
+        for pid, d in dumps.items():
+            peak = peak_by_leaf(d)
+            for t in range(4):
+                blocks, size = peak.get(f'race_{t}', (0, 0))
+                check(0 <= blocks <= 8 and blocks * 1 <= size <= blocks * 4096,
+                      f'round {round}: race_{t}: at most its 8 ring blocks at the peak: {blocks} blocks, {size} bytes')
+            expect_consistent(d, summaries[pid], f'race, round {round}')
+
+
+def scenario_fork(a):
+    r, dumps, summaries = profile(a, 'fork')
+    eq(len(dumps), 2, 'parent and child dumps')
+    for pid, d in dumps.items():
+        child = 'peak_c' in d.by_leaf('MEM_TOTAL')
+        if child:
+            eq(peak_by_leaf(d), {'peak_c': (1, 3000)}, 'child: MEM_PEAK (its own heap only)')
+            eq(summaries[pid], (3000, 1), 'child: summary')
+        else:
+            eq(peak_by_leaf(d).get('peak_a'), (1, 10000), 'parent: MEM_PEAK of peak_a')
+            eq(peak_by_leaf(d).get('peak_b', (0, 0)), (0, 0), 'parent: peak_b came after the peak')
+        expect_consistent(d, summaries[pid], 'child' if child else 'parent')
+
+
+def scenario_summary(a):
+    # auto (the default): nothing unless stderr is a terminal, so a program's
+    # captured stderr is its own
+    r = run([a.igprof, '-mp', '-o', 'auto.%p', a.heaptest, 'single'])
+    eq((r.returncode, r.stderr), (0, ''), 'default, stderr a pipe: no summary')
+    r = run([a.igprof, '-mp', '--summary', 'never', '-o', 'never.%p', a.heaptest, 'single'])
+    eq((r.returncode, r.stderr), (0, ''), '--summary never')
+    r = run([a.igprof, '-mp', '--summary', 'sometimes', a.heaptest, 'single'])
+    eq((r.returncode, r.stderr), (2, 'igprof: --summary: bad argument, expected auto, always or never\n'),
+       'bad --summary')
+    # at a terminal: the line appears by default
+    import pty
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(a.igprof, [a.igprof, '-mp', '-o', 'tty.%p', a.heaptest, 'single'])
+    out = b''
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, st = os.waitpid(pid, 0)
+    eq(os.waitstatus_to_exitcode(st), 0, 'at a terminal: exit status')
+    m = SUMMARY.findall(out.decode(errors='replace').replace('\r\n', '\n'))
+    eq([(b, n) for _, b, n, _, _ in m], [('5300', '4')], f'at a terminal: the summary by default ({out!r})')
+    # -mp off: no summary even when asked
+    r = run([a.igprof, '-pp', '--summary', 'always', '-o', 'pp.%p', a.heaptest, 'single'])
+    eq((r.returncode, r.stderr), (0, ''), '--summary without -mp')
+
+
+def analyse(a, *args):
+    r = subprocess.run([a.analyse, '-r', 'MEM_PEAK', *args], capture_output=True, timeout=120)
+    eq(r.returncode, 0, f'igprof-analyse {" ".join(args)}: {r.stderr[-300:]!r}')
+    return r.stdout.decode()
+
+
+def scenario_reports(a):
+    """MEM_PEAK is read like any counter, by every report."""
+    profile(a, 'single')
+    dump = glob.glob('heap.*')[0]
+    want = {'peak_c': 4000, 'peak_b': 1000, 'peak_grow': 300}
+    # text: the flat self profile
+    text = analyse(a, dump)
+    self_part = text.split('Flat profile (self')[1].split('Call tree')[0]
+    rows = re.findall(r"^\s+[\d.]+\s+([\d']+)\s+\d+\s+(\w+) \[\d+\]$", self_part, re.M)
+    eq({name: int(v.replace("'", '')) for v, name in rows if name in want}, want, 'text report: self values')
+    check('Counter: MEM_PEAK' in text, 'text report names the counter')
+    # flame graph: one line per path, its value
+    flame = analyse(a, '--flame', dump).splitlines()
+    eq(sorted((l.rsplit(' ', 1)[0].split(';')[-1], int(l.rsplit(' ', 1)[1])) for l in flame),
+       sorted(want.items()), 'flame: leaf and value per path')
+    # top: entries by self value
+    top = analyse(a, '--top', '3', dump)
+    eq(re.findall(r"^## Entry \d+ \(([\d']+) bytes\)\n#0 (\w+)$", top, re.M),
+       [("4'000", 'peak_c'), ("1'000", 'peak_b'), ('300', 'peak_grow')], '--top')
+    # tree: shares of the peak
+    tree = analyse(a, '--tree', dump)
+    eq(re.findall(r'\|->\(([\d.]+)\) (\w+)', tree), [('75.47', 'peak_c'), ('18.87', 'peak_b'), ('5.66', 'peak_grow')],
+       '--tree')
+    # json
+    j = json.loads(analyse(a, '--json', dump))
+    eq((j['summary']['counter'], j['summary']['total_counts'], j['summary']['total_freq']), ('MEM_PEAK', 5300, 4),
+       'json summary')
+    eq({j['symbols'][r[1]]: r[3] for r in j['mainrows'] if j['symbols'][r[1]] in want}, want, 'json self values')
+    # sqlite
+    analyse(a, '--sqlite', 'peak.sql3', dump)
+    db = sqlite3.connect('peak.sql3')
+    eq(list(db.execute('select counter, total_count, total_freq from summary')), [('MEM_PEAK', 5300, 4)],
+       'sqlite summary')
+    eq({n: c for n, c in db.execute('select s.name, m.self_count from mainrows m join symbols s on s.id = m.symbol_id')
+        if n in want}, want, 'sqlite self values')
+    db.close()
+    # callgrind
+    analyse(a, '--callgrind', 'peak.callgrind', dump)
+    with open('peak.callgrind') as f:
+        cg = f.read()
+    eq((re.search(r'^events: (\S+)$', cg, re.M)[1], re.search(r'^summary: (\d+)$', cg, re.M)[1]), ('MEM_PEAK', '5300'),
+       'callgrind events and summary')
+    names = dict(re.findall(r'^c?fn=\((\d+)\) (\S+)$', cg, re.M))
+    # a function's block: fn=(id), then its self cost line, then its calls
+    self_cost = {names[i]: int(c) for i, c in re.findall(r'^fn=\((\d+)\)(?: \S+)?\n0 (\d+)$', cg, re.M)}
+    eq({n: c for n, c in self_cost.items() if n in want}, want, 'callgrind self costs')
+    # html: its flat table holds what the JSON report holds (html_test.py)
+    r = run([sys.executable, a.html_test, a.analyse, dump, '-r', 'MEM_PEAK'])
+    eq(r.returncode, 0, f'html report: {r.stdout[-300:]}{r.stderr[-300:]}')
+
+
+SCENARIOS = scenarios(globals())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--bin', required=True)
+    ap.add_argument('--progs', required=True)
+    ap.add_argument('--rounds', type=int, default=1, help='repeat (race)')
+    ap.add_argument('scenario', choices=sorted(SCENARIOS))
+    a = ap.parse_args()
+    a.target = target.setup(a.bin)
+    bindir = os.path.abspath(a.bin)
+    a.igprof = os.path.join(bindir, 'igprof')
+    a.analyse = os.path.join(bindir, 'igprof-analyse')
+    a.heaptest = os.path.join(os.path.abspath(a.progs), 'heaptest')
+    a.html_test = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'analyse', 'html_test.py')
+    return run_scenario(SCENARIOS[a.scenario], a, 'igprof-heap-')
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,144 @@
+/* The heap over time: scenarios whose global peak is known exactly, for
+ * tests/profiler/heap.py (which holds the expected figures). Every
+ * allocating function is noinline with one call site, so the dump's leaf
+ * frames name it. Nothing is printed before a scenario ends: stdio's buffer
+ * would be one more block in the heap.
+ * Usage: heaptest SCENARIO */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+
+static void *volatile sink;
+
+NOINLINE void *peak_a(size_t n) { return malloc(n); }
+NOINLINE void *peak_b(size_t n) { return malloc(n); }
+NOINLINE void *peak_c(size_t n) { return calloc(1, n); }
+NOINLINE void *peak_d(size_t n) { return malloc(n); }
+NOINLINE void *peak_grow(void *p, size_t n) { return realloc(p, n); }
+
+/* One thread; the live bytes after each step on the right. The maximum,
+ * 5300, is first reached when peak_c allocates; reaching it again later
+ * (peak_a) is not a new maximum, and the last peak_d stops one byte short. */
+static int single(void)
+{
+  void *a[4], *b[2];
+  for (int i = 0; i < 3; ++i) a[i] = peak_a(1000); /* 3000 */
+  for (int i = 0; i < 2; ++i) b[i] = peak_b(500);  /* 4000 */
+  for (int i = 0; i < 3; ++i) free(a[i]);          /* 1000 */
+  void *g = peak_grow(NULL, 100);                  /* 1100 */
+  g = peak_grow(g, 300);                           /* 1300 */
+  void *c = peak_c(4000);                          /* 5300: the peak */
+  free(c);                                         /* 1300 */
+  for (int i = 0; i < 4; ++i) a[i] = peak_a(1000); /* 5300 again */
+  for (int i = 0; i < 4; ++i) free(a[i]);          /* 1300 */
+  free(b[0]);                                      /* 800 */
+  g = peak_grow(g, 200);                           /* 700 */
+  sink = peak_d(4599);                             /* 5299 */
+  sink = b[1];
+  sink = g;
+  return 0;
+}
+
+/* Threads: 4 threads churn (allocate and free at once), then each
+ * allocates one big block of 100000 * (t + 1) bytes and waits for the
+ * others: the peak is the moment the last big block is allocated. Then
+ * they free them and churn again, with at most 4 small blocks live. */
+#define THREADS 4
+#define CHURN 20000
+static pthread_barrier_t barrier;
+
+NOINLINE void *churn_alloc(size_t n) { return malloc(n); }
+NOINLINE void *big_0(size_t n) { return malloc(n); }
+NOINLINE void *big_1(size_t n) { return malloc(n); }
+NOINLINE void *big_2(size_t n) { return malloc(n); }
+NOINLINE void *big_3(size_t n) { return malloc(n); }
+static void *(*const big[THREADS])(size_t) = {big_0, big_1, big_2, big_3};
+
+static void churn(size_t n)
+{
+  for (int i = 0; i < CHURN; ++i) free(churn_alloc(n));
+}
+
+static void *barrier_thread(void *arg)
+{
+  int t = (int) (intptr_t) arg;
+  churn(16 + (size_t) t);
+  pthread_barrier_wait(&barrier);
+  void *p = big[t](100000 * (size_t) (t + 1));
+  pthread_barrier_wait(&barrier);
+  free(p);
+  churn(32);
+  return NULL;
+}
+
+/* Threads racing for the peak: each keeps a ring of 8 blocks of sizes from
+ * its own generator and replaces the oldest, so the live total moves up
+ * and down with all four at once and the maximum comes at a moment nobody
+ * chose. Only the consistency of the figures can be checked. */
+NOINLINE void *race_0(size_t n) { return malloc(n); }
+NOINLINE void *race_1(size_t n) { return malloc(n); }
+NOINLINE void *race_2(size_t n) { return malloc(n); }
+NOINLINE void *race_3(size_t n) { return malloc(n); }
+static void *(*const race[THREADS])(size_t) = {race_0, race_1, race_2, race_3};
+
+static void *race_thread(void *arg)
+{
+  int t = (int) (intptr_t) arg;
+  uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t) (t + 1);
+  void *ring[8] = {0};
+  for (int i = 0; i < 100000; ++i) {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    free(ring[i % 8]);
+    ring[i % 8] = race[t](1 + (size_t) (x % 4096));
+  }
+  for (int i = 0; i < 8; ++i) free(ring[i]);
+  return NULL;
+}
+
+/* fork: the child's heap starts empty (the parent's blocks are not its
+ * own), so its peak is its own 3000 bytes; the parent's is its 10000. */
+static int forking(void)
+{
+  void *a = peak_a(10000);
+  pid_t pid = fork();
+  if (pid < 0) return 1;
+  if (pid == 0) {
+    free(peak_c(3000));
+    sink = peak_d(2000);
+    _exit(0);
+  }
+  int status;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
+  free(a);
+  sink = peak_b(500);
+  return 0;
+}
+
+static int threaded(void *(*body)(void *))
+{
+  pthread_t th[THREADS];
+  pthread_barrier_init(&barrier, NULL, THREADS);
+  for (intptr_t t = 0; t < THREADS; ++t)
+    if (pthread_create(&th[t], NULL, body, (void *) t) != 0) return 1;
+  for (int t = 0; t < THREADS; ++t) pthread_join(th[t], NULL);
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 2) { fprintf(stderr, "usage: heaptest SCENARIO\n"); return 2; }
+  const char *s = argv[1];
+  if (!strcmp(s, "single")) return single();
+  if (!strcmp(s, "barrier")) return threaded(barrier_thread);
+  if (!strcmp(s, "race")) return threaded(race_thread);
+  if (!strcmp(s, "fork")) return forking();
+  fprintf(stderr, "heaptest: unknown scenario %s\n", s);
+  return 2;
+}
