@@ -718,9 +718,10 @@ int igprof_dump(enum igprof_dump_kind kind, const char *name, const char *why)
     igprof_expand_name(target, sizeof target, name);
   } else {
     final_name(target, sizeof target);
-    if (kind == IGPROF_DUMP_CHECKPOINT && target[0] != '|') {
+    if (kind != IGPROF_DUMP_FINAL && target[0] != '|') {
       char tag[24], base[IGPROF_PATH_MAX];
-      igprof_format(tag, sizeof tag, "%u", ++checkpoint_seq);
+      if (kind == IGPROF_DUMP_PEAK) igprof_format(tag, sizeof tag, "peak");
+      else igprof_format(tag, sizeof tag, "%u", ++checkpoint_seq);
       igprof_format(base, sizeof base, "%s", target);
       suffixed(target, sizeof target, base, tag);
     }

@@ -58,12 +58,31 @@ void igprof_heap_find_slots(struct igprof_heap *h)
   h->slots_known = 1;
 }
 
-void igprof_heap_new_peak(struct igprof_heap *h)
+int igprof_heap_new_peak(struct igprof_heap *h)
 {
   h->peak_bytes = h->live_bytes;
   h->peak_blocks = h->live_blocks;
   __atomic_store_n(&h->peak_gen, h->peak_gen + 1, __ATOMIC_RELAXED);
   h->peak_ns = coarse_ns();
+  /* Exceeding a size for the first time is always a new maximum. */
+  if (IGPROF_UNLIKELY(h->dump_above) && !h->dump_done && h->live_bytes > h->dump_above) {
+    h->dump_done = 1;
+    return 1;
+  }
+  return 0;
+}
+
+void igprof_heap_set_dump_above(int64_t bytes) { igprof_heap.dump_above = bytes; }
+
+/* On the thread whose allocation crossed the size, in its hook (guard
+ * held, no lock of the profiler's held): the dump shows that allocation.
+ * Other threads go on meanwhile, so with threads it is the state a moment
+ * later. */
+void igprof_heap_dump_at_peak(void)
+{
+  char why[64];
+  igprof_format(why, sizeof why, "live heap above %lld bytes", (long long) igprof_heap.dump_above);
+  igprof_dump(IGPROF_DUMP_PEAK, NULL, why);
 }
 
 /* The child has one thread: no lock to take. Its nodes keep generations
@@ -76,6 +95,7 @@ void igprof_heap_fork_child(void)
   atomic_flag_clear(&h->lock);
   h->live_bytes = h->live_blocks = 0;
   h->peak_bytes = h->peak_blocks = 0;
+  h->dump_done = 0; /* the child's heap may cross the size too: its own dump */
   __atomic_store_n(&h->peak_gen, h->peak_gen + 1, __ATOMIC_RELAXED);
   h->start_ns = h->peak_ns = coarse_ns();
 }

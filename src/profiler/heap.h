@@ -43,6 +43,8 @@ struct igprof_heap {
   int slots_known;
   uint32_t at_total, at_max, at_live, at_peak; /* byte offsets */
   int64_t start_ns;                 /* the process's start (a forked child's fork) */
+  int64_t dump_above;               /* --dump-at-peak: a dump once live_bytes exceed it (0: no) */
+  int dump_done;                    /* that dump was written (or is being written) */
 } __attribute__((aligned(64)));
 
 extern struct igprof_heap igprof_heap;
@@ -52,8 +54,13 @@ extern struct igprof_heap igprof_heap;
 int igprof_heap_start(int total_id, int max_id, int live_id);
 /* Fill in the slots (lock held). */
 void igprof_heap_find_slots(struct igprof_heap *h);
-/* A new maximum: live_bytes just went above peak_bytes; lock held. */
-void igprof_heap_new_peak(struct igprof_heap *h);
+/* A new maximum: live_bytes just went above peak_bytes; lock held.
+ * Returns 1 if the caller is to write the --dump-at-peak dump (once the
+ * lock is released: igprof_heap_dump_at_peak). */
+int igprof_heap_new_peak(struct igprof_heap *h);
+/* --dump-at-peak: write a dump once the live bytes first exceed `bytes`. */
+void igprof_heap_set_dump_above(int64_t bytes);
+void igprof_heap_dump_at_peak(void);
 /* A forked child: its heap starts empty, with no maximum yet. */
 void igprof_heap_fork_child(void);
 /* One line on stderr: the peak and when it was reached. */
@@ -116,8 +123,10 @@ static inline __attribute__((always_inline)) void igprof_heap_alloc(struct igpro
   if (igprof_heap_get(&live->peak) < now) igprof_heap_set(&live->peak, now);
   h->live_bytes += bytes;
   h->live_blocks += 1;
-  if (h->live_bytes > h->peak_bytes) igprof_heap_new_peak(h);
+  int dump = 0;
+  if (h->live_bytes > h->peak_bytes) dump = igprof_heap_new_peak(h);
   igprof_heap_unlock(h, locked);
+  if (IGPROF_UNLIKELY(dump)) igprof_heap_dump_at_peak();
 }
 
 /* A block of `bytes` on node n released (an allocation on n came first). */

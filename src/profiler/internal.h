@@ -494,6 +494,7 @@ void igprof_signal_defer_while_busy(int sig);
 enum igprof_dump_kind {
   IGPROF_DUMP_FINAL,      /* process end: exit, _exit, exec, fatal signal */
   IGPROF_DUMP_CHECKPOINT, /* -D flag file, -S signal, igprof_dump_now(NULL) */
+  IGPROF_DUMP_PEAK,       /* --dump-at-peak: <final name>.peak */
 };
 
 /* Write a dump. `name` NULL selects the configured name for the kind.

@@ -20,6 +20,7 @@
 #define _GNU_SOURCE
 #include "heap.h"
 #include "mem_internal.h"
+#include "options.h"
 #include "walk.h"
 
 #include <errno.h>
@@ -433,6 +434,15 @@ static int mem_option(const char *key, const char *value, char *err, size_t errl
   if (strcmp(key, "summary") == 0 && value) {
     if (choose(key, value, summaries, 3, &choice, err, errlen) != 0) return -1;
     summary = choice;
+    return 0;
+  }
+  if (strcmp(key, "dump_at") == 0 && value) {
+    unsigned long long bytes;
+    if (igprof_options_size(value, &bytes) != 0 || bytes == 0) {
+      igprof_format(err, errlen, "mem:dump_at must be a size in bytes above 0 (suffix k, M or G), not '%s'", value);
+      return -1;
+    }
+    igprof_heap_set_dump_above((int64_t) bytes);
     return 0;
   }
   igprof_format(err, errlen, "unknown option 'mem:%s'", key);

@@ -148,6 +148,30 @@ long igprof_options_int(const char *text, long lo, long hi)
   return v < lo ? -1 : v;
 }
 
+int igprof_options_size(const char *text, unsigned long long *out)
+{
+  const unsigned long long limit = 1ull << 62;
+  unsigned long long v = 0;
+  const char *p = text;
+  if (!p || *p < '0' || *p > '9') return -1;
+  for (; *p >= '0' && *p <= '9'; ++p) {
+    v = v * 10 + (unsigned) (*p - '0');
+    if (v > limit) return -1;
+  }
+  int shift = 0;
+  switch (*p) {
+  case 0: break;
+  case 'k': case 'K': shift = 10; break;
+  case 'm': case 'M': shift = 20; break;
+  case 'g': case 'G': shift = 30; break;
+  default: return -1;
+  }
+  if (*p && p[1]) return -1;
+  if (v > limit >> shift) return -1;
+  *out = v << shift;
+  return 0;
+}
+
 static const struct { const char *name; int sig; } signal_names[] = {
   {"HUP", SIGHUP}, {"INT", SIGINT}, {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
   {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"CHLD", SIGCHLD}, {"CONT", SIGCONT},

@@ -49,4 +49,9 @@ int igprof_options_signal(const char *text);
 /* Parse a decimal integer in [lo, hi]; -1 if malformed or out of range. */
 long igprof_options_int(const char *text, long lo, long hi);
 
+/* Parse a size in bytes: decimal digits and an optional suffix k, M or G
+ * (either case; 1024, 1024^2, 1024^3), at most 2^62. Returns 0 with the
+ * bytes in *out, or -1 if malformed or too large. */
+int igprof_options_size(const char *text, unsigned long long *out);
+
 #endif

@@ -34,7 +34,7 @@ def profile(a, scenario, *options):
         os.unlink(f)
     r = run([a.igprof, '-mp', '--summary', 'always', '-o', 'heap.%p', *options, a.heaptest, scenario])
     eq(r.returncode, 0, f'{scenario}: exit status ({r.stderr[-300:]!r})')
-    dumps = {int(f.split('.')[-1]): igdump.Dump(f) for f in glob.glob('heap.*')}
+    dumps = {int(f.split('.')[1]): igdump.Dump(f) for f in glob.glob('heap.*') if f.count('.') == 1}
     summaries = {int(m[0]): (int(m[1]), int(m[2])) for m in SUMMARY.findall(r.stderr)}
     eq(sorted(summaries), sorted(dumps), f'{scenario}: one summary line per process with a dump: {r.stderr!r}')
     return r, dumps, summaries
@@ -154,6 +154,68 @@ def scenario_summary(a):
     # -mp off: no summary even when asked
     r = run([a.igprof, '-pp', '--summary', 'always', '-o', 'pp.%p', a.heaptest, 'single'])
     eq((r.returncode, r.stderr), (0, ''), '--summary without -mp')
+
+
+def live_by_leaf(d, counter='MEM_LIVE'):
+    """{leaf: (ticks, bytes)} of a counter, leaves with something only."""
+    return {s: (v[0], v[1]) for s, v in d.by_leaf(counter).items() if v[0] or v[1]}
+
+
+def scenario_threshold(a):
+    # exactly at the size is not above it; the first byte over it dumps, once
+    r, dumps, summaries = profile(a, 'threshold', '--dump-at-peak', '10k')
+    pid = next(iter(dumps))
+    names = sorted(os.path.basename(f) for f in glob.glob('heap.*'))
+    eq(names, [f'heap.{pid}', f'heap.{pid}.peak'], 'the final dump and one .peak dump')
+    peak = igdump.Dump(f'heap.{pid}.peak')
+    at_crossing = {'th_a': (1, 4000), 'th_b': (2, 2240), 'th_c': (1, 4000), 'th_d': (1, 1)}
+    eq(live_by_leaf(peak), at_crossing, '.peak dump: MEM_LIVE when the heap first exceeded 10240 bytes')
+    eq(live_by_leaf(peak, 'MEM_TOTAL'), {'th_a': (2, 8000), 'th_b': (2, 2240), 'th_c': (1, 4000), 'th_d': (1, 1)},
+       '.peak dump: MEM_TOTAL so far')
+    eq(peak_by_leaf(peak), at_crossing, '.peak dump: the crossing is the peak so far')
+    eq(sum(len(n.leaks) for n in peak.nodes), 5, '.peak dump: the 5 live blocks listed')
+    final = dumps[pid]
+    eq(live_by_leaf(final), {'th_c': (1, 4000)}, 'final dump: MEM_LIVE at exit')
+    eq(live_by_leaf(final, 'MEM_TOTAL'), {'th_a': (3, 13000), 'th_b': (2, 2240), 'th_c': (1, 4000), 'th_d': (2, 2)},
+       'final dump: MEM_TOTAL')
+    eq(peak_by_leaf(final), {'th_a': (2, 9000), 'th_b': (2, 2240), 'th_c': (1, 4000), 'th_d': (1, 1)},
+       'final dump: MEM_PEAK (15241 bytes)')
+    eq(summaries[pid], (15241, 6), 'summary')
+    # a size never exceeded: no .peak dump; -z: .peak.gz; the size's suffixes
+    for option, z, want in (('15241', [], []), ('15240', ['-z'], ['.peak.gz']), ('14K', [], ['.peak']),
+                            ('1m', [], [])):
+        for f in glob.glob('heap.*'):
+            os.unlink(f)
+        r = run([a.igprof, '-mp', *z, '--dump-at-peak', option, '-o', 'heap.%p' + ('.gz' if z else ''), a.heaptest,
+                 'threshold'])
+        eq(r.returncode, 0, f'--dump-at-peak {option}: exit status')
+        got = sorted(f[len('heap.'):].split('.', 1)[1] if f.count('.') > 1 else '' for f in glob.glob('heap.*'))
+        eq(got, sorted(([] if z else ['']) + (['gz'] if z else []) + [w.lstrip('.') for w in want]),
+           f'--dump-at-peak {option}: dumps')
+    for bad in ('0', '10kb', '-1', 'x', '1.5M', '99999999999G'):
+        r = run([a.igprof, '-mp', '--dump-at-peak', bad, a.heaptest, 'threshold'])
+        eq((r.returncode, r.stderr),
+           (2, 'igprof: --dump-at-peak: bad argument, expected a size in bytes above 0, suffix k, M or G\n'),
+           f'--dump-at-peak {bad}')
+
+
+def scenario_threshold_threads(a):
+    # four threads cross 500000 bytes together: one .peak dump, showing more
+    # than that live; the children of a fork each get their own
+    r, dumps, summaries = profile(a, 'barrier', '--dump-at-peak', '500000')
+    peaks = glob.glob('heap.*.peak')
+    eq(len(peaks), 1, 'one .peak dump')
+    if peaks:
+        d = igdump.Dump(peaks[0])
+        live = sum(n.counters['MEM_LIVE'][1] for n in d.nodes if 'MEM_LIVE' in n.counters)
+        check(live > 500000, f'.peak dump: {live} bytes live, more than 500000')
+        check(sum(v[0] for s, v in live_by_leaf(d).items() if s.startswith('big_')) >= 2,
+              f'.peak dump: the big blocks that crossed it: {live_by_leaf(d)}')
+    r, dumps, summaries = profile(a, 'fork', '--dump-at-peak', '2500')
+    eq(len(glob.glob('heap.*.peak')), 2, 'fork: parent and child each cross 2500 bytes: two .peak dumps')
+    for f in glob.glob('heap.*.peak'):
+        d = igdump.Dump(f)
+        check(live_by_leaf(d) in ({'peak_a': (1, 10000)}, {'peak_c': (1, 3000)}), f'{f}: {live_by_leaf(d)}')
 
 
 def analyse(a, *args):

@@ -101,6 +101,20 @@ static void test_options(void)
   CHECK(igprof_options_int("0", 1, 65536) == -1, "0 out of range");
   CHECK(igprof_options_int("12x", 1, 65536) == -1, "12x");
   CHECK(igprof_options_int("99999999999999999999", 1, 65536) == -1, "overflow");
+  unsigned long long size = 7;
+  CHECK(igprof_options_size("0", &size) == 0 && size == 0, "size 0");
+  CHECK(igprof_options_size("1500", &size) == 0 && size == 1500, "size 1500");
+  CHECK(igprof_options_size("10k", &size) == 0 && size == 10240, "size 10k");
+  CHECK(igprof_options_size("3M", &size) == 0 && size == 3u << 20, "size 3M");
+  CHECK(igprof_options_size("2g", &size) == 0 && size == 2ull << 30, "size 2g");
+  CHECK(igprof_options_size("4294967296G", &size) == 0 && size == 1ull << 62, "size 2^62");
+  size = 7;
+  CHECK(igprof_options_size("4294967297G", &size) == -1 && size == 7, "size over 2^62");
+  CHECK(igprof_options_size("99999999999999999999", &size) == -1, "size overflow");
+  CHECK(igprof_options_size("", &size) == -1 && igprof_options_size(NULL, &size) == -1, "empty size");
+  CHECK(igprof_options_size("k", &size) == -1 && igprof_options_size("-5", &size) == -1, "no digits");
+  CHECK(igprof_options_size("10kb", &size) == -1 && igprof_options_size("10T", &size) == -1, "bad suffix");
+  CHECK(igprof_options_size("1 k", &size) == -1 && igprof_options_size("1.5M", &size) == -1, "bad text");
 }
 
 /* ---------------------------------------------------------------- */

@@ -46,6 +46,30 @@ static int single(void)
   return 0;
 }
 
+/* threshold: run with --dump-at-peak 10k (10240 bytes). The live bytes
+ * after each step on the right: reaching 10240 does not exceed it, the
+ * 1-byte th_d does, once; later maxima write no second dump. */
+NOINLINE void *th_a(size_t n) { return malloc(n); }
+NOINLINE void *th_b(size_t n) { return malloc(n); }
+NOINLINE void *th_c(size_t n) { return malloc(n); }
+NOINLINE void *th_d(size_t n) { return malloc(n); }
+
+static int threshold(void)
+{
+  void *a0 = th_a(4000), *a1 = th_a(4000);  /* 8000 */
+  void *b0 = th_b(2000);                    /* 10000 */
+  free(a0);                                 /* 6000 */
+  void *c = th_c(4000);                     /* 10000 */
+  void *b1 = th_b(240);                     /* 10240 */
+  void *d = th_d(1);                        /* 10241: the dump */
+  free(d);                                  /* 10240 */
+  d = th_d(1);                              /* 10241 */
+  void *a2 = th_a(5000);                    /* 15241 */
+  free(a1); free(a2); free(b0); free(b1); free(d);
+  sink = c;                                 /* 4000 at exit */
+  return 0;
+}
+
 /* Threads: 4 threads churn (allocate and free at once), then each
  * allocates one big block of 100000 * (t + 1) bytes and waits for the
  * others: the peak is the moment the last big block is allocated. Then
@@ -139,6 +163,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "barrier")) return threaded(barrier_thread);
   if (!strcmp(s, "race")) return threaded(race_thread);
   if (!strcmp(s, "fork")) return forking();
+  if (!strcmp(s, "threshold")) return threshold();
   fprintf(stderr, "heaptest: unknown scenario %s\n", s);
   return 2;
 }
