@@ -43,32 +43,38 @@ static int code_is(const unsigned char *code, const unsigned char *seq, int len)
   return 1;
 }
 
+/* The interrupted context of the signal frame whose trampoline is at pc,
+ * with sp the trampoline frame's stack pointer, or NULL where pc is no
+ * trampoline. The handler's return popped the frame's first word
+ * (pretcode), so sp is at the frame's second:
+ *   struct sigframe    { pretcode; int sig; struct sigcontext sc; ... }
+ *   struct rt_sigframe { pretcode; int sig; siginfo_t *pinfo; void *puc;
+ *                        siginfo_t info; ucontext_t uc; ... }
+ * (Linux's arch/x86/include/asm/sigframe.h; qemu-i386 keeps the fields up
+ * to puc but puts the ucontext elsewhere: puc, the frame's own pointer to
+ * its context, is followed). An interrupted PC past sigreturn's pop has the
+ * context at the stack pointer. glibc's mcontext_t starts with the kernel's
+ * sigcontext's registers, in its order. The caller has checked that the
+ * code at pc and the three words at sp are readable. */
+static const mcontext_t *signal_context(uintptr_t pc, uintptr_t sp) {
+  const unsigned char *code = (const unsigned char *)pc;
+  if (code_is(code, rt_sigreturn_code, sizeof rt_sigreturn_code))
+    return &((const ucontext_t *)(uintptr_t) * (const uint32_t *)(sp + 2 * sizeof(uint32_t)))
+                ->uc_mcontext;
+  if (code_is(code, sigreturn_code, sizeof sigreturn_code))
+    return (const mcontext_t *)(sp + sizeof(uint32_t));
+  if (code_is(code, sigreturn_code + 1, sizeof sigreturn_code - 1))
+    return (const mcontext_t *)sp;
+  return NULL;
+}
+
 int frame_regs_from_signal_frame(struct frame_regs *r, uintptr_t lo, uintptr_t hi) {
-  /* The handler's return popped the frame's first word (pretcode), so the
-   * stack pointer of the trampoline's frame is the signal frame's second:
-   *   struct sigframe    { pretcode; int sig; struct sigcontext sc; ... }
-   *   struct rt_sigframe { pretcode; int sig; siginfo_t *pinfo; void *puc;
-   *                        siginfo_t info; ucontext_t uc; ... }
-   * (Linux's arch/x86/include/asm/sigframe.h; qemu-i386 keeps the fields
-   * up to puc but puts the ucontext elsewhere: puc is followed). An
-   * interrupted PC past sigreturn's pop has the context at the stack
-   * pointer. glibc's mcontext_t starts with the kernel's sigcontext's
-   * registers, in its order. The trampoline's code is mapped: the walker
-   * derived its recipe from the unwind data that covers it. */
-  const unsigned char *code = (const unsigned char *)r->pc;
-  const mcontext_t *mc;
-  if (code_is(code, rt_sigreturn_code, sizeof rt_sigreturn_code)) {
-    /* The frame's own pointer to its context (puc), which the kernel sets
-     * to the ucontext that follows siginfo, and qemu-i386 elsewhere. */
-    uintptr_t puc_at = r->sp + 2 * sizeof(uint32_t);
-    if (puc_at < lo || puc_at > hi - sizeof(uint32_t))
-      return 0;
-    mc = &((const ucontext_t *)(uintptr_t) * (const uint32_t *)puc_at)->uc_mcontext;
-  } else if (code_is(code, sigreturn_code, sizeof sigreturn_code))
-    mc = (const mcontext_t *)(r->sp + sizeof(uint32_t));
-  else if (code_is(code, sigreturn_code + 1, sizeof sigreturn_code - 1))
-    mc = (const mcontext_t *)r->sp;
-  else
+  /* The trampoline's code is mapped: the walker derived its recipe from
+   * the unwind data that covers it. */
+  if (r->sp < lo || r->sp > hi - 3 * sizeof(uint32_t))
+    return 0;
+  const mcontext_t *mc = signal_context(r->pc, r->sp);
+  if (!mc)
     return 0;
   uintptr_t first = (uintptr_t)&mc->gregs[0];
   uintptr_t last = (uintptr_t)&mc->gregs[NGREG - 1];
@@ -86,15 +92,8 @@ int frame_unwinder_signal_step(void *unw_cursor, ucontext_t *uc, uintptr_t pc) {
   if (unw_get_reg(c, UNW_REG_SP, &sp) < 0 || !frame_memory_mapped(pc, FRAME_SIGRETURN_LEN) ||
       !frame_memory_mapped(sp, 3 * sizeof(uint32_t)))
     return 0;
-  const unsigned char *code = (const unsigned char *)pc;
-  const mcontext_t *mc;
-  if (code_is(code, rt_sigreturn_code, sizeof rt_sigreturn_code))
-    mc = &((const ucontext_t *)(uintptr_t) * (const uint32_t *)(sp + 2 * sizeof(uint32_t)))->uc_mcontext;
-  else if (code_is(code, sigreturn_code, sizeof sigreturn_code))
-    mc = (const mcontext_t *)(sp + sizeof(uint32_t));
-  else
-    return 0;
-  if (!frame_memory_mapped((uintptr_t)mc->gregs, sizeof mc->gregs))
+  const mcontext_t *mc = signal_context(pc, sp);
+  if (!mc || !frame_memory_mapped((uintptr_t)mc->gregs, sizeof mc->gregs))
     return 0;
   memset(uc, 0, sizeof *uc);
   memcpy(uc->uc_mcontext.gregs, mc->gregs, sizeof mc->gregs);
