@@ -17,6 +17,7 @@ PKGS=(
   python3 perl make gzip xz-utils git gawk   # real programs run under the profiler in tests
   libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev   # -mp with other allocators (tests)
   golang-go               # a cgo program under the profiler (tests)
+  valgrind                # ms_print reads igprof-analyse --massif output (tests); bench/cachegrind.sh
 )
 
 missing=()

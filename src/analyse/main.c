@@ -46,10 +46,15 @@ static const char usage[] =
   "      --html                self-contained HTML report\n"
   "  -tn, --top N              the N nodes with the largest self value, with stacks\n"
   "  -T, --tree                massif-style tree\n"
+  "      --timeline            the heap's live bytes over time, peak marked (a dump of\n"
+  "                            igprof -mp --timeline)\n"
+  "      --massif FILE         the heap timeline as valgrind massif's massif.out (ms_print),\n"
+  "                            the peak with its MEM_PEAK tree\n"
   "  -v, --verbose             progress on stderr\n"
   "  -h, --help                this text\n";
 
-enum output { OUT_TEXT, OUT_SQLITE, OUT_JSON, OUT_CALLGRIND, OUT_FLAME, OUT_TOP, OUT_TREE, OUT_HTML };
+enum output { OUT_TEXT, OUT_SQLITE, OUT_JSON, OUT_CALLGRIND, OUT_FLAME, OUT_TOP, OUT_TREE, OUT_HTML, OUT_TIMELINE,
+              OUT_MASSIF };
 
 struct options {
   struct read_options read;
@@ -127,6 +132,7 @@ static int parse_valued(struct options *o, int argc, char **argv, int *i)
     o->top = (size_t) n;
     o->output = OUT_TOP;
   } else if (is(a, "-C", "--callgrind")) { o->output = OUT_CALLGRIND; o->output_file = need_arg(argc, argv, i); }
+  else if (is(a, "--massif", NULL)) { o->output = OUT_MASSIF; o->output_file = need_arg(argc, argv, i); }
   else if (is(a, "-Mc", "--max-count-value")) r->max_count = parse_number(a, need_arg(argc, argv, i));
   else if (is(a, "-mc", "--min-count-value")) r->min_count = parse_number(a, need_arg(argc, argv, i));
   else if (is(a, "-Mf", "--max-calls-value")) r->max_calls = parse_number(a, need_arg(argc, argv, i));
@@ -203,6 +209,7 @@ static void parse_args(struct options *o, int argc, char **argv)
     else if (is(a, "--flame", NULL)) o->output = OUT_FLAME;
     else if (is(a, "--html", NULL)) o->output = OUT_HTML;
     else if (is(a, "-T", "--tree")) o->output = OUT_TREE;
+    else if (is(a, "--timeline", NULL)) o->output = OUT_TIMELINE;
     else if (is(a, "-s", "--sqlite")) {
       /* IgProf's -s takes no argument and prints SQL; ours also accepts an
        * output: '-' or a name ending in .sql3/.sqlite/.db. Anything else is
@@ -222,6 +229,12 @@ static void parse_args(struct options *o, int argc, char **argv)
   if (!o->ninputs) usage_error("%s", "no input files");
   skip_unfinished_dumps(o);
   if (o->diff && !o->baseline) usage_error("%s", "-D/--diff-mode needs -b/--baseline FILE");
+  if (o->output == OUT_TIMELINE || o->output == OUT_MASSIF) {
+    const char *what = o->output == OUT_TIMELINE ? "--timeline" : "--massif";
+    if (o->baseline) usage_error("%s: no baseline (-b): a timeline is one run's", what);
+    if (o->read.key && strcmp(o->read.key, "MEM_PEAK")) usage_error("%s: the tree is MEM_PEAK's: no -r", what);
+    o->read.key = "MEM_PEAK";
+  }
   if (o->lines && !o->gdb) usage_error("%s", "--lines needs -g");
   if (o->sysroot && !o->gdb) usage_error("%s", "--sysroot needs -g");
   struct stat st;
@@ -256,7 +269,7 @@ static void check_output_is_not_input(const struct options *o)
   }
 }
 
-static void write_report(struct options *o, struct report *r)
+static void write_report(struct options *o, struct report *r, const struct heap_timeline *timeline)
 {
   switch (o->output) {
   case OUT_TEXT: report_text(r); break;
@@ -275,6 +288,14 @@ static void write_report(struct options *o, struct report *r)
   case OUT_TOP: report_top(r, o->top); break;
   case OUT_TREE: report_tree(r); break;
   case OUT_HTML: report_html(r); break;
+  case OUT_TIMELINE: report_timeline(stdout, timeline); break;
+  case OUT_MASSIF: {
+    FILE *f = strcmp(o->output_file, "-") ? fopen(o->output_file, "w") : stdout;
+    if (!f) fatal("%s: cannot write: %s", o->output_file, strerror(errno));
+    report_massif(f, timeline, r);
+    if (f != stdout && fclose(f) != 0) fatal("%s: write error: %s", o->output_file, strerror(errno));
+    break;
+  }
   }
 }
 
@@ -300,6 +321,11 @@ int main(int argc, char **argv)
   }
   tree_init(&tree, st.spontaneous, 0);
   for (size_t i = 0; i < o.ninputs; ++i) reader_read(rd, o.inputs[i], &tree);
+  if (o.output == OUT_TIMELINE || o.output == OUT_MASSIF) {
+    const struct heap_timeline *tl = reader_timeline(rd);
+    if (!tl->inputs) fatal("no heap timeline in the input (igprof -mp --timeline EVERY writes one)");
+    if (tl->inputs > 1) fatal("%d inputs hold a heap timeline: give one", tl->inputs);
+  }
   reader_finish(rd);
   tree.is_max = reader_key_is_max(rd);
 
@@ -323,7 +349,7 @@ int main(int argc, char **argv)
     .show_calls = o.show_calls >= 0 ? o.show_calls : strncmp(reader_key(rd), "MEM_", 4) == 0,
     .show_paths = o.show_paths, .show_libs = o.show_libs, .diff = o.diff, .ascending = o.ascending,
   };
-  write_report(&o, &r);
+  write_report(&o, &r, reader_timeline(rd));
   if (fflush(stdout) != 0 || ferror(stdout)) fatal("error writing the report: %s", strerror(errno));
   return 0;
 }

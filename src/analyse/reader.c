@@ -23,7 +23,7 @@ struct frame {
 
 /* An F or V definition of the current dump. */
 struct file_def { uint32_t file; uint64_t line; };
-struct counter_def { uint8_t is_key; uint64_t line; };
+struct counter_def { uint8_t is_key, is_timeline; uint64_t line; };
 
 /* A line read before the report counter was known (it carries no counter). */
 struct pending_line { uint32_t depth, frame; };
@@ -61,6 +61,11 @@ struct reader {
   struct pending_line *pending; size_t npending, pending_cap;
   char *scratch; size_t scratch_cap;
   uint64_t lines_total;
+  /* the heap timeline (docs/dump-format.md): lines under a depth-1 frame
+   * @igprof_heap_timeline are samples, not stacks */
+  int in_timeline, dump_has_timeline;
+  char *dump_program;
+  struct heap_timeline timeline;
 };
 
 #define CHUNK (256u * 1024u)
@@ -255,6 +260,10 @@ void reader_free(struct reader *rd)
   free(rd->file_defs);
   free(rd->counter_defs);
   free(rd->frame_syms);
+  free(rd->dump_program);
+  free(rd->timeline.samples);
+  free(rd->timeline.path);
+  free(rd->timeline.program);
   free(rd->path);
   free(rd->ma_state);
   free(rd->pending);
@@ -266,6 +275,8 @@ const char *reader_key(const struct reader *rd) { return rd->key; }
 double reader_tick_period(const struct reader *rd) { return rd->tick_period; }
 int reader_key_is_max(const struct reader *rd) { return rd->key_is_max; }
 int reader_key_is_time(const struct reader *rd) { return rd->key_is_time; }
+
+static size_t decode_name(char *s, size_t len);
 
 /* ---- header: P=([HEX ]ID=<pid> N=(<program>) T=<period>) ---- */
 
@@ -284,6 +295,10 @@ static void parse_header(struct reader *rd, char *line, size_t len)
   char *t = NULL;
   for (char *q = p; (q = strstr(q, ") T=")) != NULL; ++q) t = q;
   if (!t) parse_error(rd, "malformed header: missing ') T=<tick period>'");
+  free(rd->dump_program);
+  rd->dump_program = xmalloc((size_t) (t - p) + 1);
+  memcpy(rd->dump_program, p, (size_t) (t - p));
+  decode_name(rd->dump_program, (size_t) (t - p));
   char *num = t + 4, *endp = NULL;
   errno = 0;
   double period = strtod(num, &endp);
@@ -535,12 +550,13 @@ static _Noreturn void stack_overflow_error(struct reader *rd)
 }
 
 /* " V<id>[=(<name>)]:(<ticks>,<value>,<peak>)" {";LK=(0x<addr>,<size>)"} */
-static void parse_counter(struct reader *rd, char **pp, int *has_key, int64_t *value, int64_t *ticks)
+static void parse_counter(struct reader *rd, char **pp, int *has_key, int64_t *value, int64_t *ticks,
+                          int64_t sample[3], int *has_sample)
 {
   char *p = *pp;
   int64_t cid, t, v, pk;
   uint32_t def;
-  int is_key;
+  int is_key, is_timeline;
   if (!expect(&p, " V") || !parse_int(&p, rd->base, &cid))
     parse_error(rd, "malformed counter: expected ' V<id>'");
   if (*p == '=') {
@@ -550,15 +566,17 @@ static void parse_counter(struct reader *rd, char **pp, int *has_key, int64_t *v
     char *end = field_end(p, ":(");
     if (!end) parse_error(rd, "malformed counter definition: missing '):(' after the name");
     *end = 0;
-    strpool_intern(&rd->counter_names, p, (size_t) (end - p));
-    if (!rd->key) set_key(rd, p);
-    is_key = strcmp(p, rd->key) == 0;
+    is_timeline = strcmp(p, HEAP_TIMELINE_COUNTER) == 0;
+    if (!is_timeline) strpool_intern(&rd->counter_names, p, (size_t) (end - p));
+    if (!rd->key && !is_timeline) set_key(rd, p);
+    is_key = rd->key && strcmp(p, rd->key) == 0;
     GROW(rd->counter_defs, rd->counter_defs_cap, rd->ncounter_defs + 1);
-    rd->counter_defs[rd->ncounter_defs] = (struct counter_def) { (uint8_t) is_key, rd->src.lineno };
+    rd->counter_defs[rd->ncounter_defs] = (struct counter_def) { (uint8_t) is_key, (uint8_t) is_timeline, rd->src.lineno };
     idmap_put(&rd->counter_ids, (uint64_t) cid, (uint32_t) rd->ncounter_defs++);
     p = end + 1;
   } else if (idmap_get(&rd->counter_ids, (uint64_t) cid, &def)) {
     is_key = rd->counter_defs[def].is_key;
+    is_timeline = rd->counter_defs[def].is_timeline;
   } else {
     parse_error(rd, "counter V%s referenced before its definition", id_text(rd, cid).s);
   }
@@ -572,7 +590,13 @@ static void parse_counter(struct reader *rd, char **pp, int *has_key, int64_t *v
         || !parse_int(&p, rd->base, &size) || !expect(&p, ")"))
       parse_error(rd, "malformed leak record: expected ';LK=(0x<address>,<size>)'");
   }
-  if (is_key) {
+  if (is_timeline) {
+    sample[0] = pk;
+    sample[1] = v;
+    sample[2] = t;
+    *has_sample = 1;
+  }
+  if (is_key && !rd->in_timeline) {
     int64_t val = rd->opt.peak ? pk : v;
     if (!hit_filtered(&rd->opt, val, t)) {
       /* A line may give the report counter more than once (two V ids of
@@ -585,6 +609,29 @@ static void parse_counter(struct reader *rd, char **pp, int *has_key, int64_t *v
     *has_key = 1;
   }
   *pp = p;
+}
+
+/* One timeline sample (us, bytes, blocks), in the dump's order. Only one
+ * input may hold a timeline: they are not merged. */
+static void add_sample(struct reader *rd, const int64_t sample[3])
+{
+  struct heap_timeline *tl = &rd->timeline;
+  if (!rd->dump_has_timeline) {
+    rd->dump_has_timeline = 1;
+    if (tl->inputs++) {
+      tl->count = 0;   /* the caller sees inputs > 1 and says so */
+    }
+    free(tl->path);
+    free(tl->program);
+    tl->path = xstrdup(rd->src.path);
+    tl->program = xstrdup(rd->dump_program ? rd->dump_program : "");
+  }
+  if (sample[0] < 0 || sample[1] < 0 || sample[2] < 0)
+    parse_error(rd, "malformed heap timeline sample: negative time, bytes or blocks");
+  if (tl->count && sample[0] < tl->samples[tl->count - 1].us)
+    parse_error(rd, "malformed heap timeline: sample times go backwards");
+  GROW(tl->samples, tl->cap, tl->count + 1);
+  tl->samples[tl->count++] = (struct heap_sample) { sample[0], sample[1], sample[2] };
 }
 
 /* Depths index 32-bit arrays; a dump this deep would have 4 billion lines. */
@@ -612,12 +659,17 @@ static void parse_line(struct reader *rd, char *line)
   get_fn(rd, id, &frame);
   if (!expect(&p, "+") || !parse_int(&p, rd->base, &symoff))
     parse_error(rd, "malformed stack line: expected '+<offset>' after the function");
-  int has_key = 0;
-  int64_t value = 0, ticks = 0;
-  while (*p == ' ') parse_counter(rd, &p, &has_key, &value, &ticks);
+  int has_key = 0, has_sample = 0;
+  int64_t value = 0, ticks = 0, sample[3];
+  if (depth == 1) rd->in_timeline = !strcmp(symtab_name(rd->st, rd->frames[frame].raw_sym), HEAP_TIMELINE_FRAME);
+  while (*p == ' ') parse_counter(rd, &p, &has_key, &value, &ticks, sample, &has_sample);
   if (*p) parse_error(rd, "unexpected text '%.20s' at the end of the line", p);
 
   rd->cur_depth = (uint32_t) depth;
+  if (rd->in_timeline) {
+    if (has_sample) add_sample(rd, sample);
+    return;
+  }
   grow_path(rd, (size_t) depth + 1);
   rd->tree->is_max = rd->key_is_max;
   if (!rd->key) {
@@ -650,6 +702,7 @@ void reader_read(struct reader *rd, const char *path, struct call_tree *tree)
   rd->nframes = 0;
   rd->nframe_syms = 0;
   rd->cur_depth = 0;
+  rd->in_timeline = rd->dump_has_timeline = 0;
   grow_path(rd, 1);
   rd->path[0] = 0;
   rd->ma_state[0] = 0;
@@ -668,6 +721,8 @@ void reader_read(struct reader *rd, const char *path, struct call_tree *tree)
   }
   rd->npending = 0;
 }
+
+const struct heap_timeline *reader_timeline(const struct reader *rd) { return &rd->timeline; }
 
 void reader_finish(struct reader *rd)
 {

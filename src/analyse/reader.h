@@ -22,12 +22,25 @@ struct read_options {
   int verbose;
 };
 
+/* The heap timeline a dump may carry (igprof -mp --timeline; its lines are
+ * not stacks: docs/dump-format.md, "The heap timeline"). */
+#define HEAP_TIMELINE_FRAME "@igprof_heap_timeline"
+#define HEAP_TIMELINE_COUNTER "HEAP_TIMELINE"
+struct heap_sample { int64_t us, bytes, blocks; };
+struct heap_timeline {
+  struct heap_sample *samples; size_t count, cap;
+  int inputs;                 /* inputs that had one (only one is kept) */
+  char *path, *program;       /* of that input */
+};
+
 struct reader;
 
 struct reader *reader_new(const struct read_options *opts, struct symtab *st);
 void reader_free(struct reader *rd);
 /* Read one dump into `tree` (whose is_max is set once the key is known). */
 void reader_read(struct reader *rd, const char *path, struct call_tree *tree);
+/* The timeline read (count 0: none). */
+const struct heap_timeline *reader_timeline(const struct reader *rd);
 /* Call after the last file: exits with a message if no key counter was found. */
 void reader_finish(struct reader *rd);
 

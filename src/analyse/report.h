@@ -10,6 +10,7 @@
 
 #include "flat.h"
 #include "profile.h"
+#include "reader.h"
 
 struct report {
   FILE *out;
@@ -64,5 +65,12 @@ void report_flame(const struct report *r);
 void report_tree(const struct report *r);
 void report_html(const struct report *r);
 void report_top(const struct report *r, size_t n);
+
+/* The heap over time (a dump's timeline, reader.h). */
+size_t heap_timeline_peak(const struct heap_timeline *tl);
+void report_timeline(FILE *out, const struct heap_timeline *tl);
+/* massif's massif.out format (ms_print, massif-visualizer): every sample a
+ * snapshot, the peak a detailed one whose tree is r's (MEM_PEAK). */
+void report_massif(FILE *out, const struct heap_timeline *tl, const struct report *r);
 
 #endif

@@ -10,6 +10,7 @@
  * module snapshot and the ELF files themselves, never with dladdr.
  */
 #define _GNU_SOURCE
+#include "heap.h"
 #include "internal.h"
 #include "symbols.h"
 #include "walk.h"
@@ -561,6 +562,66 @@ static void write_tree(struct dump_ctx *d)
   }
 }
 
+/* FN<id>=(F<nofile>+0 N=(<name>))+<offset>: a frame of no file (the
+ * timeline's), defining the no-file F id on its first use. */
+static void write_synthetic_fn(struct dump_ctx *d, uint32_t id, const char *name, uint64_t offset)
+{
+  struct igprof_out *o = &d->out;
+  igprof_out_str(o, "FN");
+  igprof_out_hex(o, id);
+  igprof_out_str(o, "=(F");
+  int fresh = d->nofile_fid < 0;
+  if (fresh) d->nofile_fid = d->next_fid++;
+  igprof_out_hex(o, (uint64_t) d->nofile_fid);
+  if (fresh) igprof_out_str(o, "=()");
+  igprof_out_str(o, "+0 N=(");
+  igprof_out_str(o, name);
+  igprof_out_str(o, "))+");
+  igprof_out_hex(o, offset);
+}
+
+/* The heap timeline (--timeline; docs/dump-format.md, "The heap timeline"):
+ * a synthetic stack @igprof_heap_timeline with one @igprof_heap_sample line
+ * per sample, in time order, each with counter HEAP_TIMELINE = (blocks,
+ * bytes, microseconds since start). IgProf's grammar throughout, so its
+ * tools read it as one more stack with a counter of its own. */
+static void write_timeline(struct dump_ctx *d)
+{
+  const struct igprof_heap *h = &igprof_heap;
+  if (!h->started || (!h->sample_bytes && !h->sample_ns)) return;
+  struct igprof_heap_sample *v;
+  size_t n = igprof_heap_timeline(&d->scratch, &v);
+  if (!n) { d->no_memory = 1; return; }
+  struct igprof_out *o = &d->out;
+  uint32_t fn = d->next_fn;
+  d->next_fn += 2;
+  int cid = igprof_counter_count(); /* the next id: no runtime counter */
+  igprof_out_str(o, "C1 ");
+  write_synthetic_fn(d, fn, "@igprof_heap_timeline", 0);
+  igprof_out_char(o, '\n');
+  for (size_t i = 0; i < n; ++i) {
+    igprof_out_str(o, "C2 ");
+    if (i == 0) {
+      write_synthetic_fn(d, fn + 1, "@igprof_heap_sample", 0);
+    } else {
+      igprof_out_str(o, "FN");
+      igprof_out_hex(o, fn + 1);
+      igprof_out_char(o, '+');
+      igprof_out_hex(o, i);
+    }
+    igprof_out_str(o, " V");
+    igprof_out_hex(o, (uint64_t) cid);
+    if (i == 0) igprof_out_str(o, "=(HEAP_TIMELINE)");
+    igprof_out_str(o, ":(");
+    igprof_out_shex(o, v[i].blocks);
+    igprof_out_char(o, ',');
+    igprof_out_shex(o, v[i].bytes);
+    igprof_out_char(o, ',');
+    igprof_out_shex(o, v[i].ns / 1000);
+    igprof_out_str(o, ")\n");
+  }
+}
+
 static void write_header(struct igprof_out *o)
 {
   igprof_out_str(o, "P=(HEX ID=");
@@ -628,6 +689,7 @@ static int write_dump(struct dump_ctx *d, int fd)
     d->nofile_fid = -1;
     write_header(&d->out);
     write_tree(d);
+    write_timeline(d);
     igprof_out_finish(&d->out);
   }
   symbols_close(d->symbols);

@@ -8,9 +8,11 @@
 #define _GNU_SOURCE
 #include "heap.h"
 
+#include <stdint.h>
+#include <string.h>
 #include <time.h>
 
-struct igprof_heap igprof_heap;
+struct igprof_heap igprof_heap = {.at_total = IGPROF_HEAP_SLOTS_UNKNOWN};
 
 /* The coarse clock (a few ns from the vDSO, a tick's resolution): read at
  * every new maximum, which a growing heap reaches on most allocations. */
@@ -34,6 +36,19 @@ static void read_peak(const struct igprof_node *n, const struct igprof_counter_v
   out[2] = out[1];
 }
 
+/* The window of live bytes outside which the slow path runs. */
+static void set_watch(struct igprof_heap *h)
+{
+  int64_t above = h->peak_bytes, below = INT64_MIN;
+  if (h->sample_bytes) {
+    int64_t last = h->nsamples ? h->samples[h->nsamples - 1].bytes : 0;
+    if (last + h->sample_bytes - 1 < above) above = last + h->sample_bytes - 1;
+    below = last - h->sample_bytes + 1;
+  }
+  h->watch_above = above;
+  h->watch_below = below;
+}
+
 int igprof_heap_start(int total_id, int max_id, int live_id)
 {
   struct igprof_heap *h = &igprof_heap;
@@ -44,32 +59,117 @@ int igprof_heap_start(int total_id, int max_id, int live_id)
   h->id_live = live_id;
   h->id_peak = peak_id;
   h->start_ns = h->peak_ns = coarse_ns();
+  h->sample_due = h->start_ns + h->sample_ns;
+  set_watch(h);
+  h->started = 1;
   return peak_id;
 }
 
 void igprof_heap_find_slots(struct igprof_heap *h)
 {
-#define AT(id) (uint32_t) (sizeof(struct igprof_counter_value) * (size_t) igprof_counter_slot(id))
-  h->at_total = AT(h->id_total);
+#define AT(id) (uint16_t) (sizeof(struct igprof_counter_value) * (size_t) igprof_counter_slot(id))
   h->at_max = AT(h->id_max);
   h->at_live = AT(h->id_live);
   h->at_peak = AT(h->id_peak);
+  h->at_total = AT(h->id_total); /* last: it says the others are known */
 #undef AT
-  h->slots_known = 1;
 }
 
-int igprof_heap_new_peak(struct igprof_heap *h)
+void igprof_heap_set_timeline(int64_t bytes, int64_t ms)
 {
-  h->peak_bytes = h->live_bytes;
-  h->peak_blocks = h->live_blocks;
-  __atomic_store_n(&h->peak_gen, h->peak_gen + 1, __ATOMIC_RELAXED);
-  h->peak_ns = coarse_ns();
-  /* Exceeding a size for the first time is always a new maximum. */
-  if (IGPROF_UNLIKELY(h->dump_above) && !h->dump_done && h->live_bytes > h->dump_above) {
-    h->dump_done = 1;
-    return 1;
+  if (bytes) igprof_heap.sample_bytes = bytes;
+  if (ms) igprof_heap.sample_ns = ms * 1000000;
+}
+
+/* The timeline keeps at most this many samples: when full, every other one
+ * goes and the steps double, so a long run costs a bounded, small memory
+ * (96 KiB) and still spans the whole run. */
+#define SAMPLES_MAX 4096
+
+static void thin_samples(struct igprof_heap *h)
+{
+  for (uint32_t i = 0; i < h->nsamples; i += 2) h->samples[i / 2] = h->samples[i];
+  /* Kept: the even ones. A maximum before sample p comes before sample
+   * (p + 1) / 2 now; one that was a sample stays one if it was even. */
+  if (h->peak_sampled && h->peak_at % 2 == 0) h->peak_at /= 2;
+  else h->peak_at = (h->peak_at + 1) / 2, h->peak_sampled = 0;
+  h->nsamples = (h->nsamples + 1) / 2;
+  h->sample_bytes *= 2;
+  h->sample_ns *= 2;
+}
+
+static void take_sample(struct igprof_heap *h, int64_t now, int at_peak)
+{
+  if (h->nsamples == h->sample_cap) {
+    if (h->sample_cap == SAMPLES_MAX) {
+      thin_samples(h);
+    } else {
+      uint32_t cap = h->sample_cap ? h->sample_cap * 2 : 256;
+      struct igprof_heap_sample *fresh = igprof_pages_alloc(sizeof *fresh * cap);
+      if (!fresh) return; /* no memory: this sample is lost, not the program */
+      if (h->samples) {
+        memcpy(fresh, h->samples, sizeof *fresh * h->nsamples);
+        igprof_pages_free(h->samples, sizeof *fresh * h->sample_cap);
+      }
+      h->samples = fresh;
+      h->sample_cap = cap;
+    }
   }
-  return 0;
+  if (at_peak) {
+    h->peak_at = h->nsamples;
+    h->peak_sampled = 1;
+  }
+  h->samples[h->nsamples++] = (struct igprof_heap_sample){now - h->start_ns, h->live_bytes, h->live_blocks};
+}
+
+int igprof_heap_changed(struct igprof_heap *h, int up)
+{
+  int dump = 0, at_peak = up && h->live_bytes > h->peak_bytes, due = 0;
+  if (h->sample_bytes) {
+    int64_t last = h->nsamples ? h->samples[h->nsamples - 1].bytes : 0;
+    due = h->live_bytes >= last + h->sample_bytes || h->live_bytes <= last - h->sample_bytes;
+  }
+  int64_t now = at_peak || due || h->sample_ns ? coarse_ns() : 0;
+  if (h->sample_ns && now >= h->sample_due) {
+    due = 1;
+    h->sample_due = now + h->sample_ns;
+  }
+  if (at_peak) {
+    h->peak_bytes = h->live_bytes;
+    h->peak_blocks = h->live_blocks;
+    __atomic_store_n(&h->peak_gen, h->peak_gen + 1, __ATOMIC_RELAXED);
+    h->peak_ns = now;
+    h->peak_at = h->nsamples;
+    h->peak_sampled = 0;
+    /* Exceeding a size for the first time is always a new maximum. */
+    if (IGPROF_UNLIKELY(h->dump_above) && !h->dump_done && h->live_bytes > h->dump_above) {
+      h->dump_done = 1;
+      dump = 1;
+    }
+  }
+  if (due) take_sample(h, now, at_peak);
+  set_watch(h);
+  return dump;
+}
+
+size_t igprof_heap_timeline(struct igprof_scratch *s, struct igprof_heap_sample **out)
+{
+  struct igprof_heap *h = &igprof_heap;
+  int locked = igprof_heap_lock(h);
+  size_t n = 0, cap = (size_t) h->nsamples + 3;
+  struct igprof_heap_sample *v = igprof_scratch_alloc(s, sizeof *v * cap);
+  if (v) {
+    v[n++] = (struct igprof_heap_sample){0, 0, 0}; /* the start */
+    for (uint32_t i = 0; i <= h->nsamples; ++i) {
+      if (i == h->peak_at && !h->peak_sampled && h->peak_bytes)
+        v[n++] = (struct igprof_heap_sample){h->peak_ns - h->start_ns, h->peak_bytes, h->peak_blocks};
+      if (i < h->nsamples) v[n++] = h->samples[i];
+    }
+    v[n++] = (struct igprof_heap_sample){coarse_ns() - h->start_ns, h->live_bytes, h->live_blocks}; /* now */
+  }
+  igprof_heap_unlock(h, locked);
+  *out = v;
+  return v ? n : 0;
 }
 
 void igprof_heap_set_dump_above(int64_t bytes) { igprof_heap.dump_above = bytes; }
@@ -88,7 +188,7 @@ void igprof_heap_dump_at_peak(void)
 /* The child has one thread: no lock to take. Its nodes keep generations
  * from the parent, so the generation goes on from the parent's, one past:
  * every node is then older than the child's (empty) maximum and reports
- * its MEM_LIVE, which the child's reset zeroed. */
+ * its MEM_LIVE, which the child's reset zeroed. Its timeline starts again. */
 void igprof_heap_fork_child(void)
 {
   struct igprof_heap *h = &igprof_heap;
@@ -98,6 +198,11 @@ void igprof_heap_fork_child(void)
   h->dump_done = 0; /* the child's heap may cross the size too: its own dump */
   __atomic_store_n(&h->peak_gen, h->peak_gen + 1, __ATOMIC_RELAXED);
   h->start_ns = h->peak_ns = coarse_ns();
+  h->nsamples = 0;
+  h->peak_at = 0;
+  h->peak_sampled = 0;
+  h->sample_due = h->start_ns + h->sample_ns;
+  set_watch(h);
 }
 
 void igprof_heap_summary(void)

@@ -28,36 +28,62 @@
 #include "internal.h"
 #include "spinlock.h"
 
+/* One point of the timeline: the live heap at a moment (ns since start). */
+struct igprof_heap_sample {
+  int64_t ns, bytes, blocks;
+};
+
 struct igprof_heap {
-  /* One cache line, written by every event: with threads it moves from core
-   * to core with the lock, and nothing else need follow it. */
+  /* One cache line, read or written by every event: with threads it moves
+   * from core to core with the lock, and nothing else need follow it. */
   atomic_flag lock;                 /* taken only while several threads exist */
   int64_t live_bytes, live_blocks;  /* now */
-  int64_t peak_bytes, peak_blocks;  /* at the maximum of live_bytes so far */
+  /* The slow path (igprof_heap_changed) runs when live_bytes goes above
+   * watch_above (the maximum so far, or the timeline's next step up) or
+   * below watch_below (its next step down; INT64_MIN without one). */
+  int64_t watch_above, watch_below;
   uint64_t peak_gen;                /* bumped at every new maximum */
+  int64_t sample_ns;                /* --timeline Nms: the period; 0: none */
+  /* The memory counters' byte offsets in a counter block, found at the first
+   * allocation (the layout is final once every module has defined its
+   * counters); at_total is IGPROF_HEAP_SLOTS_UNKNOWN before. */
+  uint16_t at_total, at_max, at_live, at_peak;
+  /* Written at a new maximum or a timeline sample. */
+  int64_t peak_bytes, peak_blocks;  /* at the maximum of live_bytes so far */
   int64_t peak_ns;                  /* when (CLOCK_MONOTONIC_COARSE) */
-  /* Read-only once the first allocation is counted. */
-  int id_total, id_max, id_live, id_peak; /* the memory counters */
-  /* Their entries in a counter block, filled in at the first allocation:
-   * the layout is final only once every module has defined its counters. */
-  int slots_known;
-  uint32_t at_total, at_max, at_live, at_peak; /* byte offsets */
   int64_t start_ns;                 /* the process's start (a forked child's fork) */
+  int64_t sample_bytes;             /* --timeline SIZE: a sample every SIZE bytes of change; 0: none */
+  int64_t sample_due;               /* with sample_ns: the next sample's time */
+  struct igprof_heap_sample *samples; /* the timeline, in pages (heap.c) */
+  uint32_t nsamples, sample_cap;
+  /* Where the maximum falls in the timeline: before samples[peak_at], or
+   * samples[peak_at] itself when peak_sampled. */
+  uint32_t peak_at;
+  int peak_sampled;
+  int id_total, id_max, id_live, id_peak; /* the memory counters */
   int64_t dump_above;               /* --dump-at-peak: a dump once live_bytes exceed it (0: no) */
   int dump_done;                    /* that dump was written (or is being written) */
+  int started;                      /* igprof_heap_start ran (the memory profiler is on) */
 } __attribute__((aligned(64)));
 
 extern struct igprof_heap igprof_heap;
+#define IGPROF_HEAP_SLOTS_UNKNOWN 0xffff
 
 /* heap.c: define MEM_PEAK after the memory profiler's other counters
  * (its start) and start the clock. Returns MEM_PEAK's id, or -1. */
 int igprof_heap_start(int total_id, int max_id, int live_id);
 /* Fill in the slots (lock held). */
 void igprof_heap_find_slots(struct igprof_heap *h);
-/* A new maximum: live_bytes just went above peak_bytes; lock held.
- * Returns 1 if the caller is to write the --dump-at-peak dump (once the
- * lock is released: igprof_heap_dump_at_peak). */
-int igprof_heap_new_peak(struct igprof_heap *h);
+/* live_bytes left [watch_below, watch_above], or a timeline period is set:
+ * a new maximum, a timeline sample; lock held. Returns 1 if the caller is
+ * to write the --dump-at-peak dump (once the lock is released:
+ * igprof_heap_dump_at_peak). */
+int igprof_heap_changed(struct igprof_heap *h, int up);
+/* --timeline: a sample every `bytes` of change, every `ms` milliseconds. */
+void igprof_heap_set_timeline(int64_t bytes, int64_t ms);
+/* The dump's copy of the timeline (in s): the samples, the maximum among
+ * them where it falls, and the heap now as the last one. */
+size_t igprof_heap_timeline(struct igprof_scratch *s, struct igprof_heap_sample **out);
 /* --dump-at-peak: write a dump once the live bytes first exceed `bytes`. */
 void igprof_heap_set_dump_above(int64_t bytes);
 void igprof_heap_dump_at_peak(void);
@@ -66,8 +92,8 @@ void igprof_heap_fork_child(void);
 /* One line on stderr: the peak and when it was reached. */
 void igprof_heap_summary(void);
 
-/* Counter `at` (a byte offset, struct igprof_heap) of block c. */
-static inline struct igprof_counter_value *igprof_heap_counter(struct igprof_counter_value *c, uint32_t at)
+/* The counter at byte offset `at` (struct igprof_heap) of block c. */
+static inline struct igprof_counter_value *igprof_heap_counter(struct igprof_counter_value *c, uint16_t at)
 {
   return (struct igprof_counter_value *) ((char *) c + at);
 }
@@ -109,7 +135,7 @@ static inline __attribute__((always_inline)) void igprof_heap_alloc(struct igpro
 {
   struct igprof_heap *h = &igprof_heap;
   int locked = igprof_heap_lock(h);
-  if (IGPROF_UNLIKELY(!h->slots_known)) igprof_heap_find_slots(h);
+  if (IGPROF_UNLIKELY(h->at_total == IGPROF_HEAP_SLOTS_UNKNOWN)) igprof_heap_find_slots(h);
   struct igprof_counter_value *total = igprof_heap_counter(c, h->at_total), *max = igprof_heap_counter(c, h->at_max);
   struct igprof_counter_value *live = igprof_heap_counter(c, h->at_live);
   igprof_heap_keep_peak(h, n, c);
@@ -124,7 +150,7 @@ static inline __attribute__((always_inline)) void igprof_heap_alloc(struct igpro
   h->live_bytes += bytes;
   h->live_blocks += 1;
   int dump = 0;
-  if (h->live_bytes > h->peak_bytes) dump = igprof_heap_new_peak(h);
+  if (h->live_bytes > h->watch_above || IGPROF_UNLIKELY(h->sample_ns)) dump = igprof_heap_changed(h, 1);
   igprof_heap_unlock(h, locked);
   if (IGPROF_UNLIKELY(dump)) igprof_heap_dump_at_peak();
 }
@@ -142,6 +168,7 @@ static inline __attribute__((always_inline)) void igprof_heap_release(struct igp
   igprof_heap_add_to(&live->value, -bytes);
   h->live_bytes -= bytes;
   h->live_blocks -= 1;
+  if (h->live_bytes < h->watch_below || IGPROF_UNLIKELY(h->sample_ns)) igprof_heap_changed(h, 0);
   igprof_heap_unlock(h, locked);
 }
 

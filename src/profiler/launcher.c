@@ -36,6 +36,11 @@ static int check_size(const char *v)
   unsigned long long bytes;
   return igprof_options_size(v, &bytes) == 0 && bytes > 0;
 }
+static int check_timeline(const char *v)
+{
+  unsigned long long bytes, ms;
+  return igprof_options_timeline(v, &bytes, &ms) == 0;
+}
 static int check_unwind(const char *v) { return strcmp(v, "fast") == 0 || strcmp(v, "libunwind") == 0; }
 static int check_signal(const char *v) { return igprof_options_signal(v) > 0; }
 static int check_depth(const char *v) { return igprof_options_int(v, 1, 65536) > 0; }
@@ -52,6 +57,10 @@ static const struct launch_option options[] = {
    "-mp: the heap's peak on stderr at exit (auto: when stderr is a terminal)"},
   {NULL, "--dump-at-peak", "SIZE", "mem:dump_at=%s", check_size, "a size in bytes above 0, suffix k, M or G", 0, 1,
    "-mp: one more dump, <dump name>.peak, when the live heap first exceeds SIZE"},
+  {NULL, "--timeline", "EVERY", "mem:timeline=%s", check_timeline,
+   "<n>ms (1..3600000) or a size in bytes above 0, suffix k, M or G", 0, 1,
+   "-mp: the live heap's total over time in the dump, a sample every <n>ms or every SIZE bytes of change "
+   "(give both for both)"},
   {"-pp", "--performance-profiler", NULL, "perf", NULL, NULL, 1, 1,
    "performance profile: PERF_TICKS (the default when no profiler is chosen)"},
   {"-pr", "--real-time", NULL, "perf perf:real", NULL, NULL, 1, 1, "performance profile of wall-clock time"},

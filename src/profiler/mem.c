@@ -436,6 +436,15 @@ static int mem_option(const char *key, const char *value, char *err, size_t errl
     summary = choice;
     return 0;
   }
+  if (strcmp(key, "timeline") == 0 && value) {
+    unsigned long long bytes = 0, ms = 0;
+    if (igprof_options_timeline(value, &bytes, &ms) != 0) {
+      igprof_format(err, errlen, "mem:timeline must be <n>ms or a size in bytes above 0, not '%s'", value);
+      return -1;
+    }
+    igprof_heap_set_timeline((int64_t) bytes, (int64_t) ms);
+    return 0;
+  }
   if (strcmp(key, "dump_at") == 0 && value) {
     unsigned long long bytes;
     if (igprof_options_size(value, &bytes) != 0 || bytes == 0) {

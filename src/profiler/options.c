@@ -172,6 +172,25 @@ int igprof_options_size(const char *text, unsigned long long *out)
   return 0;
 }
 
+int igprof_options_timeline(const char *text, unsigned long long *bytes, unsigned long long *ms)
+{
+  size_t len = text ? strlen(text) : 0;
+  if (len > 2 && strcmp(text + len - 2, "ms") == 0) {
+    char digits[16];
+    if (len - 2 >= sizeof digits) return -1;
+    memcpy(digits, text, len - 2);
+    digits[len - 2] = 0;
+    long v = igprof_options_int(digits, 1, 3600000);
+    if (v < 0) return -1;
+    *ms = (unsigned long long) v;
+    return 0;
+  }
+  unsigned long long v;
+  if (igprof_options_size(text, &v) != 0 || v == 0) return -1;
+  *bytes = v;
+  return 0;
+}
+
 static const struct { const char *name; int sig; } signal_names[] = {
   {"HUP", SIGHUP}, {"INT", SIGINT}, {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
   {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"CHLD", SIGCHLD}, {"CONT", SIGCONT},

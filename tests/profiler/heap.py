@@ -218,6 +218,85 @@ def scenario_threshold_threads(a):
         check(live_by_leaf(d) in ({'peak_a': (1, 10000)}, {'peak_c': (1, 3000)}), f'{f}: {live_by_leaf(d)}')
 
 
+def timeline(d):
+    """The dump's heap timeline: [(us, bytes, blocks)], in order."""
+    return [(c[2], c[1], c[0]) for n in d.nodes if n.symbol == '@igprof_heap_sample'
+            for c in [n.counters['HEAP_TIMELINE']]]
+
+
+SINGLE_BYTES = [0, 1000, 2000, 3000, 4000, 3000, 2000, 1000, 5300, 1300, 2300, 3300, 4300, 5300, 4300, 3300, 2300,
+                1300, 5299, 5299]
+SINGLE_BLOCKS = [0, 1, 2, 3, 5, 4, 3, 2, 4, 3, 4, 5, 6, 7, 6, 5, 4, 3, 3, 3]
+
+
+def scenario_timeline(a):
+    # every 1000 bytes of change: the start, each step of single() that
+    # moves the live bytes 1000 from the last sample, and the end
+    r, dumps, summaries = profile(a, 'single', '--timeline', '1000')
+    d = next(iter(dumps.values()))
+    tl = timeline(d)
+    eq([b for _, b, _ in tl], SINGLE_BYTES, 'timeline bytes')
+    eq([n for _, _, n in tl], SINGLE_BLOCKS, 'timeline blocks')
+    eq([t for t, _, _ in tl], sorted(t for t, _, _ in tl), 'timeline times in order')
+    dump = glob.glob('heap.*')[0]
+    # IgProf's grammar: one stack @igprof_heap_timeline, which reports leave out
+    eq(peak_by_leaf(d), {'peak_b': (2, 1000), 'peak_grow': (1, 300), 'peak_c': (1, 4000)}, 'MEM_PEAK unchanged')
+    text = analyse(a, dump)
+    check('igprof_heap' not in text, 'the timeline is not a stack of the reports')
+    # --timeline: one row per sample, the peak marked
+    chart = subprocess.run([a.analyse, '--timeline', dump], capture_output=True, text=True).stdout
+    rows = re.findall(r"^\s+(\d+\.\d{3})\s+([\d']+)\s+([\d']+) \|(#*)( <- peak)?$", chart, re.M)
+    eq([(int(b.replace("'", '')), int(n.replace("'", ''))) for _, b, n, _, _ in rows],
+       list(zip(SINGLE_BYTES, SINGLE_BLOCKS)), '--timeline rows')
+    eq([i for i, row in enumerate(rows) if row[4]], [8], '--timeline: the peak marked once, on the first 5300')
+    eq([len(row[3]) for row in rows], [round(b * 50 / 5300) for b in SINGLE_BYTES], '--timeline bars')
+    check(re.search(r"^Peak: 5'300 bytes in 4 blocks at \d+\.\d{3} s$", chart, re.M) is not None,
+          f'--timeline peak line: {chart[:300]!r}')
+    # --massif: ms_print reads it; its table is the timeline, snapshot 8 the peak with the MEM_PEAK tree
+    r = subprocess.run([a.analyse, '--massif', 'massif.out', dump], capture_output=True, text=True)
+    eq((r.returncode, r.stderr), (0, ''), '--massif')
+    ms = subprocess.run(['ms_print', 'massif.out'], capture_output=True, text=True)
+    eq(ms.returncode, 0, f'ms_print: {ms.stderr[-300:]}')
+    table = re.findall(r'^\s+(\d+)\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)\s+0\s+0$', ms.stdout, re.M)
+    eq([int(t[2].replace(',', '')) for t in table], SINGLE_BYTES, 'ms_print: total(B) of each snapshot')
+    eq(re.findall(r'^Number of snapshots: (\d+)\n Detailed snapshots: \[(.*)\]$', ms.stdout, re.M),
+       [(str(len(SINGLE_BYTES)), '8 (peak)')], 'ms_print: snapshots, the peak detailed')
+    eq(re.findall(r'^->([\d.]+)% \(([\d,]+)B\) 0x0: (\w+) \(in heaptest\)$', ms.stdout, re.M),
+       [('75.47', '4,000', 'peak_c'), ('18.87', '1,000', 'peak_b'), ('05.66', '300', 'peak_grow')],
+       'ms_print: the allocation sites at the peak')
+    check(re.search(r'^100\.00% \(5,300B\) \(heap allocation functions\)', ms.stdout, re.M) is not None,
+          'ms_print: the peak tree\'s total')
+    # errors: no timeline, -b, another counter
+    r = run([a.igprof, '-mp', '-o', 'plain.%p', a.heaptest, 'single'])
+    plain = glob.glob('plain.*')[0]
+    r = run([a.analyse, '--timeline', plain])
+    eq((r.returncode, r.stderr), (1, 'igprof-analyse: no heap timeline in the input '
+                                     '(igprof -mp --timeline EVERY writes one)\n'), '--timeline without one')
+    r = run([a.analyse, '--massif', 'x.out', dump, dump])
+    eq((r.returncode, r.stderr), (1, 'igprof-analyse: 2 inputs hold a heap timeline: give one\n'), 'two timelines')
+    r = run([a.analyse, '--timeline', '-r', 'MEM_LIVE', dump])
+    eq(r.returncode, 1, '--timeline with -r MEM_LIVE')
+
+
+def scenario_timeline_time(a):
+    # every 50 ms: samples at least 50 ms apart, over the ~200 ms run
+    r, dumps, summaries = profile(a, 'slow', '--timeline', '50ms')
+    tl = timeline(next(iter(dumps.values())))
+    regular = [t for t, b, n in tl[1:-1] if (b, n) != (10000, 10)]  # the peak may be inserted
+    check(2 <= len(regular) <= 6, f'samples every 50 ms over about 200 ms: {tl}')
+    eq([t2 - t1 >= 50000 for t1, t2 in zip(regular, regular[1:])], [True] * (len(regular) - 1),
+       f'samples at least 50 ms apart: {tl}')
+    eq(max(b for _, b, _ in tl), 10000, 'the peak, 10 blocks of 1000, is in the timeline')
+    eq(tl[-1][1:], (0, 0), 'the end: all freed')
+    # a timeline that outgrows its 4096 samples keeps every other one and doubles its step
+    r, dumps, summaries = profile(a, 'grow', '--timeline', '16')
+    tl = timeline(next(iter(dumps.values())))
+    b = [x for _, x, _ in tl]
+    check(len(tl) <= 4099, f'at most 4096 samples and the start, peak and end: {len(tl)}')
+    eq(b == sorted(b) and b[-1] == 320000 and b[0] == 0, True, 'from 0 up to 20000 x 16 bytes')
+    check(max(y - x for x, y in zip(b, b[1:])) <= 256, f'steps of at most 16 x 2^4 after three thinnings')
+
+
 def analyse(a, *args):
     r = subprocess.run([a.analyse, '-r', 'MEM_PEAK', *args], capture_output=True, timeout=120)
     eq(r.returncode, 0, f'igprof-analyse {" ".join(args)}: {r.stderr[-300:]!r}')

@@ -115,6 +115,15 @@ static void test_options(void)
   CHECK(igprof_options_size("k", &size) == -1 && igprof_options_size("-5", &size) == -1, "no digits");
   CHECK(igprof_options_size("10kb", &size) == -1 && igprof_options_size("10T", &size) == -1, "bad suffix");
   CHECK(igprof_options_size("1 k", &size) == -1 && igprof_options_size("1.5M", &size) == -1, "bad text");
+  unsigned long long bytes = 0, ms = 0;
+  CHECK(igprof_options_timeline("10ms", &bytes, &ms) == 0 && ms == 10 && bytes == 0, "timeline 10ms");
+  CHECK(igprof_options_timeline("64k", &bytes, &ms) == 0 && ms == 10 && bytes == 65536, "timeline 64k");
+  CHECK(igprof_options_timeline("0ms", &bytes, &ms) == -1 && igprof_options_timeline("0", &bytes, &ms) == -1,
+        "timeline 0");
+  CHECK(igprof_options_timeline("3600001ms", &bytes, &ms) == -1 && igprof_options_timeline("ms", &bytes, &ms) == -1,
+        "timeline bad ms");
+  CHECK(igprof_options_timeline("5s", &bytes, &ms) == -1 && igprof_options_timeline("1.5ms", &bytes, &ms) == -1
+            && ms == 10 && bytes == 65536, "timeline bad text");
 }
 
 /* ---------------------------------------------------------------- */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NOINLINE __attribute__((noinline))
@@ -67,6 +68,31 @@ static int threshold(void)
   void *a2 = th_a(5000);                    /* 15241 */
   free(a1); free(a2); free(b0); free(b1); free(d);
   sink = c;                                 /* 4000 at exit */
+  return 0;
+}
+
+/* slow: 1000 bytes every 20 ms, 10 times, then all freed: a timeline by
+ * time. grow: 20000 blocks of 16 bytes, kept: a timeline by bytes that
+ * outgrows its 4096 samples. */
+NOINLINE void *slow_alloc(size_t n) { return malloc(n); }
+NOINLINE void *grow_alloc(size_t n) { return malloc(n); }
+
+static int slow(void)
+{
+  void *p[10];
+  for (int i = 0; i < 10; ++i) {
+    p[i] = slow_alloc(1000);
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    while (nanosleep(&ts, &ts) != 0)
+      ;
+  }
+  for (int i = 0; i < 10; ++i) free(p[i]);
+  return 0;
+}
+
+static int grow(void)
+{
+  for (int i = 0; i < 20000; ++i) sink = grow_alloc(16);
   return 0;
 }
 
@@ -164,6 +190,8 @@ int main(int argc, char **argv)
   if (!strcmp(s, "race")) return threaded(race_thread);
   if (!strcmp(s, "fork")) return forking();
   if (!strcmp(s, "threshold")) return threshold();
+  if (!strcmp(s, "slow")) return slow();
+  if (!strcmp(s, "grow")) return grow();
   fprintf(stderr, "heaptest: unknown scenario %s\n", s);
   return 2;
 }
