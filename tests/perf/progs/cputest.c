@@ -1,5 +1,7 @@
 /* Programs with CPU splits known by construction, for the sampler's tests.
  *
+ *   cputest none        nothing: the profiler's own cost outside any
+ *                       sampled time (start-up, exit, dump)
  *   cputest ratio       burn_three does 3 times the work of burn_one
  *   cputest ratio-timer HZ   ratio with a timer of its own sending an empty
  *                       handler HZ signals a second (the kernel's share of a
@@ -284,13 +286,20 @@ static void robust(void)
   printf("alarm: %d\n", (int) alarm_hits);
 
   /* fork in a loop; every child does some work and exits with its number. */
+  /* Each child also tells, through a pipe, the CPU time its work took
+   * (its whole CPU time, from wait4, holds its exit too). */
   int sum = 0;
   pid_t kid_pid[20];
-  double kid_cpu[20];
+  double kid_cpu[20], kid_work[20];
+  int work_pipe[2];
+  if (pipe(work_pipe) != 0) abort();
   for (int i = 0; i < 20; ++i) {
     pid_t pid = fork();
     if (pid == 0) {
+      double t0 = thread_cpu();
       spin(UNIT);
+      double work = thread_cpu() - t0;
+      if (write(work_pipe[1], &work, sizeof work) != sizeof work) _exit(100);
       _exit(i);
     }
     int st;
@@ -300,7 +309,12 @@ static void robust(void)
     if (WIFEXITED(st)) sum += WEXITSTATUS(st);
     kid_pid[i] = pid;
     kid_cpu[i] = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+    kid_work[i] = 0;
+    while (read(work_pipe[0], &kid_work[i], sizeof kid_work[i]) < 0 && errno == EINTR)
+      ;
   }
+  close(work_pipe[0]);
+  close(work_pipe[1]);
   printf("children: sum of exit statuses %d\n", sum);
 
   /* 100 threads started and joined. */
@@ -326,7 +340,7 @@ static void robust(void)
     fprintf(f, "%.6f %.6f %.6f %.6f\n", self.ru_utime.tv_sec + self.ru_utime.tv_usec / 1e6 + self.ru_stime.tv_sec +
             self.ru_stime.tv_usec / 1e6, kids.ru_utime.tv_sec + kids.ru_utime.tv_usec / 1e6 +
             kids.ru_stime.tv_sec + kids.ru_stime.tv_usec / 1e6, masked_cpu, unmasked_cpu);
-    for (int i = 0; i < 20; ++i) fprintf(f, "%ld %.6f\n", (long) kid_pid[i], kid_cpu[i]);
+    for (int i = 0; i < 20; ++i) fprintf(f, "%ld %.6f %.6f\n", (long) kid_pid[i], kid_cpu[i], kid_work[i]);
     fclose(f);
   }
   exit(7);
@@ -484,8 +498,9 @@ int main(int argc, char **argv)
   else if (!strcmp(what, "bigfork")) bigfork();
   else if (!strcmp(what, "forkkeep")) forkkeep();
   else if (!strcmp(what, "execfail") && argc > 2) execfail(argv[2]);
+  else if (!strcmp(what, "none")) return 0;
   else {
-    fprintf(stderr, "usage: cputest ratio|ratio-timer HZ|threads|afterjoin|sleephalf|robust|usersys|mixed|allocloop|execbusy PROG|execfail PROG|forkkeep|bigfork|enable\n");
+    fprintf(stderr, "usage: cputest none|ratio|ratio-timer HZ|threads|afterjoin|sleephalf|robust|usersys|mixed|allocloop|execbusy PROG|execfail PROG|forkkeep|bigfork|enable\n");
     return 2;
   }
   return 0;
