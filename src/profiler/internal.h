@@ -323,6 +323,9 @@ struct igprof_node *igprof_tree_push(const uintptr_t *pcs, int n, int truncated)
 struct igprof_node *igprof_capture_from_hook(void *caller_ret, const void *frame);
 struct igprof_node *igprof_capture_from_signal(const void *ucontext);
 
+/* Call fn for every node, parents before children (lock-free: nodes added
+ * meanwhile may or may not be seen). */
+void igprof_tree_foreach(void (*fn)(void *arg, struct igprof_node *n), void *arg);
 /* Zero the counters whose ids are set in mask (bit id), in every node:
  * a module's fork_child uses it to start the child from zero. */
 void igprof_tree_reset_counters(uint32_t mask);

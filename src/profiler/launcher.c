@@ -41,6 +41,7 @@ static int check_timeline(const char *v)
   unsigned long long bytes, ms;
   return igprof_options_timeline(v, &bytes, &ms) == 0;
 }
+static int check_snapshots(const char *v) { return igprof_options_int(v, 1, 1000000) > 0; }
 static int check_unwind(const char *v) { return strcmp(v, "fast") == 0 || strcmp(v, "libunwind") == 0; }
 static int check_signal(const char *v) { return igprof_options_signal(v) > 0; }
 static int check_depth(const char *v) { return igprof_options_int(v, 1, 65536) > 0; }
@@ -61,6 +62,8 @@ static const struct launch_option options[] = {
    "<n>ms (1..3600000) or a size in bytes above 0, suffix k, M or G", 0, 1,
    "-mp: the live heap's total over time in the dump, a sample every <n>ms or every SIZE bytes of change "
    "(give both for both)"},
+  {NULL, "--snapshots", "N", "mem:snapshots=%s", check_snapshots, "a number 1..1000000", 0, 1,
+   "with --timeline: every Nth sample also holds each call path's live bytes (a detailed snapshot)"},
   {"-pp", "--performance-profiler", NULL, "perf", NULL, NULL, 1, 1,
    "performance profile: PERF_TICKS (the default when no profiler is chosen)"},
   {"-pr", "--real-time", NULL, "perf perf:real", NULL, NULL, 1, 1, "performance profile of wall-clock time"},

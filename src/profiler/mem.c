@@ -445,6 +445,15 @@ static int mem_option(const char *key, const char *value, char *err, size_t errl
     igprof_heap_set_timeline((int64_t) bytes, (int64_t) ms);
     return 0;
   }
+  if (strcmp(key, "snapshots") == 0 && value) {
+    long every = igprof_options_int(value, 1, 1000000);
+    if (every < 0) {
+      igprof_format(err, errlen, "mem:snapshots must be a number 1..1000000, not '%s'", value);
+      return -1;
+    }
+    igprof_heap_set_snapshots((uint32_t) every);
+    return 0;
+  }
   if (strcmp(key, "dump_at") == 0 && value) {
     unsigned long long bytes;
     if (igprof_options_size(value, &bytes) != 0 || bytes == 0) {
