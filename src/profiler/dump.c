@@ -459,12 +459,14 @@ static void write_fn(struct dump_ctx *d, struct site *site)
     return;
   }
   struct symbol_info si;
-  if (pc == IGPROF_PC_TRUNCATED) {
-    si = (struct symbol_info){.module = -1, .path = "", .name = "@igprof_truncated_stack"};
+  int synthetic = pc == IGPROF_PC_TRUNCATED || pc == IGPROF_PC_SIZE_FILTERED;
+  if (synthetic) {
+    si = (struct symbol_info){.module = -1, .path = "",
+                              .name = pc == IGPROF_PC_TRUNCATED ? "@igprof_truncated_stack" : "@igprof_size_filtered"};
   } else {
     symbols_lookup(d->symbols, pc, &si);
   }
-  site->offset = si.name && pc != IGPROF_PC_TRUNCATED ? pc - si.symbol_start : 0;
+  site->offset = si.name && !synthetic ? pc - si.symbol_start : 0;
   {
     int *fid = si.module >= 0 ? &d->module_fid[si.module] : &d->nofile_fid;
     igprof_out_str(o, "=(F");

@@ -262,6 +262,12 @@ struct igprof_node *igprof_capture_from_hook(void *caller_ret, const void *frame
   return igprof_tree_push(t->walk_pcs, n, truncated);
 }
 
+struct igprof_node *igprof_capture_synthetic(uintptr_t pc)
+{
+  if (IGPROF_UNLIKELY(!igprof_tls.ready) && igprof_thread_prepare() != 0) return NULL;
+  return igprof_tree_push(&pc, 1, 0);
+}
+
 struct igprof_node *igprof_capture_from_signal(const void *uc)
 {
   struct igprof_thread *t = &igprof_tls;

@@ -356,6 +356,37 @@ def scenario_timeline_time(a):
     check(max(y - x for x, y in zip(b, b[1:])) <= 256, f'steps of at most 16 x 2^4 after three thinnings')
 
 
+def scenario_sizes(a):
+    # outside [min, max]: counted in every counter under one frame
+    # @igprof_size_filtered, no stack walked (-d: the walks)
+    every = {'size_10': 10, 'size_100': 100, 'size_1000': 1000, 'size_10000': 10000}
+    for options, walked in ((['--min-size', '100', '--max-size', '999'], ('size_100',)),
+                            (['--min-size', '100', '--max-size', '1000'], ('size_100', 'size_1000')),
+                            (['--min-size', '101', '--max-size', '1k'], ('size_1000',)),
+                            (['--min-size', '1001'], ('size_10000',)),
+                            (['--max-size', '99'], ('size_10',)),
+                            ([], tuple(every))):
+        what = ' '.join(options) or 'no range'
+        r, dumps, summaries = profile(a, 'sizes', '-d', *options)
+        d = next(iter(dumps.values()))
+        filtered = sum(v for s, v in every.items() if s not in walked)
+        want = {s: (2, 2 * every[s]) for s in walked}
+        if filtered:
+            want['@igprof_size_filtered'] = (2 * (4 - len(walked)), 2 * filtered)
+        eq(live_by_leaf(d, 'MEM_TOTAL'), want, f'{what}: MEM_TOTAL')
+        eq(live_by_leaf(d), {s: (n // 2, v // 2) for s, (n, v) in want.items()}, f'{what}: MEM_LIVE')
+        eq(sum(len(n.leaks) for n in d.nodes), 4, f'{what}: the 4 live blocks listed')
+        stack = [n.stack() for n in d.nodes if n.symbol == '@igprof_size_filtered']
+        eq(stack, [['@igprof_size_filtered']] if filtered else [], f'{what}: one frame, under the root')
+        eq(summaries[next(iter(dumps))], (11110, 4), f'{what}: the heap\'s peak counts them all')
+        m = re.search(r'fast walker, this thread: (\d+) walks', r.stderr)
+        eq(int(m.group(1)) if m else None, 2 * len(walked), f'{what}: walks (stderr: {r.stderr[-200:]!r})')
+    for options, message in ((['--min-size', '2k', '--max-size', '1k'], 'igprof: --min-size 2048 is above --max-size 1024\n'),
+                             (['--min-size', 'x'], 'igprof: --min-size: bad argument, expected a size in bytes, suffix k, M or G\n')):
+        r = run([a.igprof, '-mp', *options, a.heaptest, 'sizes'])
+        eq((r.returncode, r.stderr), (2, message), ' '.join(options))
+
+
 def analyse(a, *args):
     r = subprocess.run([a.analyse, '-r', 'MEM_PEAK', *args], capture_output=True, timeout=120)
     eq(r.returncode, 0, f'igprof-analyse {" ".join(args)}: {r.stderr[-300:]!r}')
