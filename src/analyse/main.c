@@ -234,6 +234,7 @@ static void parse_args(struct options *o, int argc, char **argv)
     if (o->baseline) usage_error("%s: no baseline (-b): a timeline is one run's", what);
     if (o->read.key && strcmp(o->read.key, "MEM_PEAK")) usage_error("%s: the tree is MEM_PEAK's: no -r", what);
     o->read.key = "MEM_PEAK";
+    o->read.snapshots = o->output == OUT_MASSIF;
   }
   if (o->lines && !o->gdb) usage_error("%s", "--lines needs -g");
   if (o->sysroot && !o->gdb) usage_error("%s", "--sysroot needs -g");

@@ -23,7 +23,9 @@ struct frame {
 
 /* An F or V definition of the current dump. */
 struct file_def { uint32_t file; uint64_t line; };
-struct counter_def { uint8_t is_key, is_timeline; uint64_t line; };
+struct counter_def { uint8_t is_key, is_timeline; uint64_t line; };   /* is_timeline: HEAP_TIMELINE or HEAP_SNAPSHOT */
+
+enum section { SECTION_STACKS, SECTION_TIMELINE, SECTION_SNAPSHOT };
 
 /* A line read before the report counter was known (it carries no counter). */
 struct pending_line { uint32_t depth, frame; };
@@ -63,7 +65,9 @@ struct reader {
   uint64_t lines_total;
   /* the heap timeline (docs/dump-format.md): lines under a depth-1 frame
    * @igprof_heap_timeline are samples, not stacks */
-  int in_timeline, dump_has_timeline;
+  int section;               /* enum section of the current depth-1 frame's lines */
+  int dump_has_timeline;
+  struct heap_snapshot *snapshot; /* the one being read (section SNAPSHOT) */
   char *dump_program;
   struct heap_timeline timeline;
 };
@@ -262,6 +266,8 @@ void reader_free(struct reader *rd)
   free(rd->frame_syms);
   free(rd->dump_program);
   free(rd->timeline.samples);
+  for (size_t i = 0; i < rd->timeline.nsnapshots; ++i) tree_free(&rd->timeline.snapshots[i].tree);
+  free(rd->timeline.snapshots);
   free(rd->timeline.path);
   free(rd->timeline.program);
   free(rd->path);
@@ -566,7 +572,7 @@ static void parse_counter(struct reader *rd, char **pp, int *has_key, int64_t *v
     char *end = field_end(p, ":(");
     if (!end) parse_error(rd, "malformed counter definition: missing '):(' after the name");
     *end = 0;
-    is_timeline = strcmp(p, HEAP_TIMELINE_COUNTER) == 0;
+    is_timeline = !strcmp(p, HEAP_TIMELINE_COUNTER) || !strcmp(p, HEAP_SNAPSHOT_COUNTER);
     if (!is_timeline) strpool_intern(&rd->counter_names, p, (size_t) (end - p));
     if (!rd->key && !is_timeline) set_key(rd, p);
     is_key = rd->key && strcmp(p, rd->key) == 0;
@@ -596,7 +602,7 @@ static void parse_counter(struct reader *rd, char **pp, int *has_key, int64_t *v
     sample[2] = t;
     *has_sample = 1;
   }
-  if (is_key && !rd->in_timeline) {
+  if (is_key && !rd->section) {
     int64_t val = rd->opt.peak ? pk : v;
     if (!hit_filtered(&rd->opt, val, t)) {
       /* A line may give the report counter more than once (two V ids of
@@ -634,6 +640,32 @@ static void add_sample(struct reader *rd, const int64_t sample[3])
   tl->samples[tl->count++] = (struct heap_sample) { sample[0], sample[1], sample[2] };
 }
 
+/* A line of a detailed snapshot (after the timeline it belongs to): the
+ * depth-1 frame starts one (its offset: the timeline sample), the lines
+ * under it are its stacks, placed in a tree of its own with the same
+ * folding and renaming as the profile's. Kept only when asked for. */
+static void snapshot_line(struct reader *rd, uint32_t depth, uint32_t frame, int64_t symoff, const int64_t *sample)
+{
+  struct heap_timeline *tl = &rd->timeline;
+  if (depth == 1 && (!rd->dump_has_timeline || symoff < 0 || (size_t) symoff >= tl->count))
+    parse_error(rd, "malformed heap snapshot: sample %" PRId64 " is not in the timeline", symoff);
+  if (!rd->opt.snapshots || tl->inputs > 1) return;
+  if (depth == 1) {
+    GROW(tl->snapshots, tl->snapshots_cap, tl->nsnapshots + 1);
+    rd->snapshot = &tl->snapshots[tl->nsnapshots++];
+    rd->snapshot->sample = (size_t) symoff;
+    tree_init(&rd->snapshot->tree, rd->st->spontaneous, 0);
+    rd->path[1] = 0;
+    rd->ma_state[1] = 0;
+    return;
+  }
+  struct call_tree *stacks = rd->tree;
+  rd->tree = &rd->snapshot->tree;
+  uint32_t node = place(rd, depth, frame);
+  if (sample && !tree_add(rd->tree, node, sample[1], sample[2])) stack_overflow_error(rd);
+  rd->tree = stacks;
+}
+
 /* Depths index 32-bit arrays; a dump this deep would have 4 billion lines. */
 #define STACK_DEPTH_MAX (UINT32_MAX - 2)
 
@@ -661,16 +693,24 @@ static void parse_line(struct reader *rd, char *line)
     parse_error(rd, "malformed stack line: expected '+<offset>' after the function");
   int has_key = 0, has_sample = 0;
   int64_t value = 0, ticks = 0, sample[3];
-  if (depth == 1) rd->in_timeline = !strcmp(symtab_name(rd->st, rd->frames[frame].raw_sym), HEAP_TIMELINE_FRAME);
+  if (depth == 1) {
+    const char *name = symtab_name(rd->st, rd->frames[frame].raw_sym);
+    rd->section = !strcmp(name, HEAP_TIMELINE_FRAME) ? SECTION_TIMELINE
+                : !strcmp(name, HEAP_SNAPSHOT_FRAME) ? SECTION_SNAPSHOT : SECTION_STACKS;
+  }
   while (*p == ' ') parse_counter(rd, &p, &has_key, &value, &ticks, sample, &has_sample);
   if (*p) parse_error(rd, "unexpected text '%.20s' at the end of the line", p);
 
   rd->cur_depth = (uint32_t) depth;
-  if (rd->in_timeline) {
+  grow_path(rd, (size_t) depth + 1);
+  if (rd->section == SECTION_TIMELINE) {
     if (has_sample) add_sample(rd, sample);
     return;
   }
-  grow_path(rd, (size_t) depth + 1);
+  if (rd->section == SECTION_SNAPSHOT) {
+    snapshot_line(rd, (uint32_t) depth, frame, symoff, has_sample ? sample : NULL);
+    return;
+  }
   rd->tree->is_max = rd->key_is_max;
   if (!rd->key) {
     GROW(rd->pending, rd->pending_cap, rd->npending + 1);
@@ -702,7 +742,7 @@ void reader_read(struct reader *rd, const char *path, struct call_tree *tree)
   rd->nframes = 0;
   rd->nframe_syms = 0;
   rd->cur_depth = 0;
-  rd->in_timeline = rd->dump_has_timeline = 0;
+  rd->section = rd->dump_has_timeline = 0;
   grow_path(rd, 1);
   rd->path[0] = 0;
   rd->ma_state[0] = 0;

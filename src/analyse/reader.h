@@ -20,15 +20,22 @@ struct read_options {
   struct merge_rules *merge;  /* -ml/-mr/-ma, or NULL */
   int64_t min_count, max_count, min_calls, max_calls, min_avg, max_avg; /* 0 = off */
   int verbose;
+  int snapshots;              /* keep the timeline's detailed snapshots (--massif) */
 };
 
 /* The heap timeline a dump may carry (igprof -mp --timeline; its lines are
  * not stacks: docs/dump-format.md, "The heap timeline"). */
 #define HEAP_TIMELINE_FRAME "@igprof_heap_timeline"
 #define HEAP_TIMELINE_COUNTER "HEAP_TIMELINE"
+#define HEAP_SNAPSHOT_FRAME "@igprof_heap_snapshot"
+#define HEAP_SNAPSHOT_COUNTER "HEAP_SNAPSHOT"
 struct heap_sample { int64_t us, bytes, blocks; };
+/* A detailed snapshot: each stack's live bytes (cnt) and blocks (freq) at
+ * timeline sample `sample`. */
+struct heap_snapshot { size_t sample; struct call_tree tree; };
 struct heap_timeline {
   struct heap_sample *samples; size_t count, cap;
+  struct heap_snapshot *snapshots; size_t nsnapshots, snapshots_cap;   /* with read_options.snapshots */
   int inputs;                 /* inputs that had one (only one is kept) */
   char *path, *program;       /* of that input */
 };

@@ -11,11 +11,10 @@
 #include "report.h"
 #include "util.h"
 
-/* The MEM_PEAK tree inverted: for each node with bytes of its own, its
- * path from it up to the root, each step adding those bytes. */
-static void invert(const struct report *r, struct call_tree *inv)
+/* A tree (MEM_PEAK's, a snapshot's) inverted: for each node with bytes of
+ * its own, its path from it up to the root, each step adding those bytes. */
+static void invert(const struct report *r, const struct call_tree *t, struct call_tree *inv)
 {
-  const struct call_tree *t = r->tree;
   tree_init(inv, r->st->spontaneous, 0);
   for (size_t i = 1; i < t->count; ++i) {
     const struct tree_node *n = &t->nodes[i];
@@ -91,10 +90,18 @@ static void write_tree(FILE *out, const struct report *r, const struct call_tree
   free(stack);
 }
 
+/* The detailed snapshot of sample i, or NULL. */
+static const struct call_tree *snapshot_of(const struct heap_timeline *tl, size_t i)
+{
+  for (size_t k = 0; k < tl->nsnapshots; ++k)
+    if (tl->snapshots[k].sample == i) return &tl->snapshots[k].tree;
+  return NULL;
+}
+
 void report_massif(FILE *out, const struct heap_timeline *tl, const struct report *r)
 {
   struct call_tree inv;
-  invert(r, &inv);
+  invert(r, r->tree, &inv);
   size_t peak = heap_timeline_peak(tl);
   if (inv.nodes[0].cnt != tl->samples[peak].bytes)
     warn("%s: MEM_PEAK adds up to %" PRId64 " bytes, the timeline's peak is %" PRId64, tl->path, inv.nodes[0].cnt,
@@ -104,10 +111,21 @@ void report_massif(FILE *out, const struct heap_timeline *tl, const struct repor
   fputs("\ntime_unit: ms\n", out);
   for (size_t i = 0; i < tl->count; ++i) {
     const struct heap_sample *s = &tl->samples[i];
+    const struct call_tree *detailed = i == peak ? NULL : snapshot_of(tl, i);
     fprintf(out, "#-----------\nsnapshot=%zu\n#-----------\ntime=%" PRId64 "\nmem_heap_B=%" PRId64
                  "\nmem_heap_extra_B=0\nmem_stacks_B=0\nheap_tree=%s\n",
-            i, s->us / 1000, s->bytes, i == peak ? "peak" : "empty");
-    if (i == peak) write_tree(out, r, &inv);
+            i, s->us / 1000, s->bytes, i == peak ? "peak" : detailed ? "detailed" : "empty");
+    if (i == peak) {
+      write_tree(out, r, &inv);
+    } else if (detailed) {
+      struct call_tree snap;
+      invert(r, detailed, &snap);
+      if (snap.nodes[0].cnt != s->bytes)
+        warn("%s: snapshot %zu adds up to %" PRId64 " bytes, its sample to %" PRId64, tl->path, i, snap.nodes[0].cnt,
+             s->bytes);
+      write_tree(out, r, &snap);
+      tree_free(&snap);
+    }
   }
   tree_free(&inv);
 }

@@ -459,12 +459,14 @@ static void write_fn(struct dump_ctx *d, struct site *site)
     return;
   }
   struct symbol_info si;
-  if (pc == IGPROF_PC_TRUNCATED) {
-    si = (struct symbol_info){.module = -1, .path = "", .name = "@igprof_truncated_stack"};
+  int synthetic = pc == IGPROF_PC_TRUNCATED || pc == IGPROF_PC_SIZE_FILTERED;
+  if (synthetic) {
+    si = (struct symbol_info){.module = -1, .path = "",
+                              .name = pc == IGPROF_PC_TRUNCATED ? "@igprof_truncated_stack" : "@igprof_size_filtered"};
   } else {
     symbols_lookup(d->symbols, pc, &si);
   }
-  site->offset = si.name && pc != IGPROF_PC_TRUNCATED ? pc - si.symbol_start : 0;
+  site->offset = si.name && !synthetic ? pc - si.symbol_start : 0;
   {
     int *fid = si.module >= 0 ? &d->module_fid[si.module] : &d->nofile_fid;
     igprof_out_str(o, "=(F");
@@ -580,6 +582,79 @@ static void write_synthetic_fn(struct dump_ctx *d, uint32_t id, const char *name
   igprof_out_hex(o, offset);
 }
 
+/* One line of a snapshot's copy of the tree: node i at `depth`, with its
+ * HEAP_SNAPSHOT counter if it held live blocks then (in[i] == 2). */
+static void write_snapshot_line(struct dump_ctx *d, uint32_t i, int depth, const uint8_t *in,
+                                const int64_t (*val)[2], int cid, uint32_t sample, int *defined)
+{
+  struct igprof_out *o = &d->out;
+  igprof_out_char(o, 'C');
+  igprof_out_hex(o, (uint64_t) depth);
+  igprof_out_char(o, ' ');
+  write_fn(d, &d->sites[d->infos[i].site]);
+  if (in[i] == 2) {
+    igprof_out_str(o, " V");
+    igprof_out_hex(o, (uint64_t) cid);
+    if (!*defined) igprof_out_str(o, "=(HEAP_SNAPSHOT)");
+    *defined = 1;
+    igprof_out_str(o, ":(");
+    igprof_out_shex(o, val[i][0]);
+    igprof_out_char(o, ',');
+    igprof_out_shex(o, val[i][1]);
+    igprof_out_char(o, ',');
+    igprof_out_hex(o, sample);
+    igprof_out_char(o, ')');
+  }
+  igprof_out_char(o, '\n');
+}
+
+/* The detailed snapshots (--snapshots; docs/dump-format.md): for each, a
+ * synthetic stack @igprof_heap_snapshot whose FN offset is the timeline
+ * sample it belongs to, over a copy of the stacks that held live blocks
+ * then (children in the tree's order), each such node with counter
+ * HEAP_SNAPSHOT = (blocks, bytes, sample). */
+static void write_snapshots(struct dump_ctx *d, const struct igprof_heap_snapshot *snapshots, size_t n, int cid)
+{
+  uint8_t *in = igprof_scratch_alloc(&d->scratch, d->count + 1);
+  int64_t (*val)[2] = igprof_scratch_alloc(&d->scratch, sizeof *val * (d->count + 1));
+  struct frame *stack = igprof_scratch_alloc(&d->scratch, sizeof *stack * (size_t) (igprof_config.depth + 8));
+  if (!in || !val || !stack) { d->no_memory = 1; return; }
+  uint32_t fn = d->next_fn++;
+  int defined = 0, cap = igprof_config.depth + 8;
+  for (size_t k = 0; k < n; ++k) {
+    const struct igprof_heap_snapshot *s = &snapshots[k];
+    memset(in, 0, d->count + 1);
+    for (uint32_t p = 0; p < s->count; ++p) {
+      uint32_t i = index_of(d, s->paths[p].node);
+      if (i == NO_INDEX || !d->infos[i].has_data) continue; /* made after the dump's snapshot began */
+      val[i][0] = s->paths[p].blocks;
+      val[i][1] = s->paths[p].bytes;
+      in[i] = 2;
+      for (uint32_t j = d->infos[i].parent; j != NO_INDEX && !in[j]; j = d->infos[j].parent) in[j] = 1;
+    }
+    igprof_out_str(&d->out, "C1 ");
+    if (k == 0) write_synthetic_fn(d, fn, "@igprof_heap_snapshot", s->sample);
+    else {
+      igprof_out_str(&d->out, "FN");
+      igprof_out_hex(&d->out, fn);
+      igprof_out_char(&d->out, '+');
+      igprof_out_hex(&d->out, s->sample);
+    }
+    igprof_out_char(&d->out, '\n');
+    int top = 0;
+    stack[top++] = (struct frame){d->first_kid[d->count], d->first_kid[d->count + 1]};
+    while (top > 0) {
+      struct frame *f = &stack[top - 1];
+      if (f->next == f->end) { --top; continue; }
+      uint32_t i = d->kids[f->next++];
+      if (!in[i]) continue;
+      write_snapshot_line(d, i, top + 1, in, (const int64_t (*)[2]) val, cid, s->sample, &defined);
+      if (d->first_kid[i] != d->first_kid[i + 1] && top < cap)
+        stack[top++] = (struct frame){d->first_kid[i], d->first_kid[i + 1]};
+    }
+  }
+}
+
 /* The heap timeline (--timeline; docs/dump-format.md, "The heap timeline"):
  * a synthetic stack @igprof_heap_timeline with one @igprof_heap_sample line
  * per sample, in time order, each with counter HEAP_TIMELINE = (blocks,
@@ -590,7 +665,9 @@ static void write_timeline(struct dump_ctx *d)
   const struct igprof_heap *h = &igprof_heap;
   if (!h->started || (!h->sample_bytes && !h->sample_ns)) return;
   struct igprof_heap_sample *v;
-  size_t n = igprof_heap_timeline(&d->scratch, &v);
+  struct igprof_heap_snapshot *snapshots;
+  size_t nsnapshots;
+  size_t n = igprof_heap_timeline(&d->scratch, &v, &snapshots, &nsnapshots);
   if (!n) { d->no_memory = 1; return; }
   struct igprof_out *o = &d->out;
   uint32_t fn = d->next_fn;
@@ -620,6 +697,7 @@ static void write_timeline(struct dump_ctx *d)
     igprof_out_shex(o, v[i].ns / 1000);
     igprof_out_str(o, ")\n");
   }
+  if (nsnapshots) write_snapshots(d, snapshots, nsnapshots, cid + 1);
 }
 
 static void write_header(struct igprof_out *o)

@@ -81,6 +81,68 @@ void igprof_heap_set_timeline(int64_t bytes, int64_t ms)
   if (ms) igprof_heap.sample_ns = ms * 1000000;
 }
 
+void igprof_heap_set_snapshots(uint32_t every) { igprof_heap.snapshot_every = every; }
+
+static void drop_snapshot(struct igprof_heap_snapshot *s)
+{
+  if (s->paths) igprof_pages_free(s->paths, s->size);
+  *s = (struct igprof_heap_snapshot){0};
+}
+
+/* by_sample: the timeline kept its even samples, halving their indexes:
+ * keep the snapshots of those. Otherwise keep every other snapshot. */
+static void thin_snapshots(struct igprof_heap *h, int by_sample)
+{
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < h->nsnapshots; ++i) {
+    struct igprof_heap_snapshot *s = &h->snapshots[i];
+    int keep = by_sample ? s->sample % 2 == 0 : i % 2 == 0;
+    if (!keep) { drop_snapshot(s); continue; }
+    if (by_sample) s->sample /= 2;
+    h->snapshots[kept++] = *s;
+  }
+  for (uint32_t i = kept; i < h->nsnapshots; ++i) h->snapshots[i] = (struct igprof_heap_snapshot){0};
+  h->nsnapshots = kept;
+}
+
+struct snapshot_fill {
+  const struct igprof_heap *h;
+  struct igprof_heap_path *paths;
+  uint32_t count, cap;
+};
+
+static void count_live(void *arg, struct igprof_node *n)
+{
+  struct snapshot_fill *f = arg;
+  struct igprof_counter_value *c = atomic_load_explicit(&n->counters, memory_order_acquire);
+  if (!c) return;
+  const struct igprof_counter_value *live = igprof_heap_counter(c, f->h->at_live);
+  int64_t blocks = igprof_heap_get((_Atomic int64_t *) &live->ticks);
+  int64_t bytes = igprof_heap_get((_Atomic int64_t *) &live->value);
+  if (!blocks && !bytes) return;
+  if (f->paths && f->count < f->cap) f->paths[f->count] = (struct igprof_heap_path){n, blocks, bytes};
+  f->count++;
+}
+
+/* Every call path's MEM_LIVE now, for sample `sample`; lock held, so no
+ * MEM_LIVE changes meanwhile (a node made meanwhile has none yet). */
+static void take_snapshot(struct igprof_heap *h, uint32_t sample)
+{
+  if (h->nsnapshots == IGPROF_HEAP_SNAPSHOTS_MAX) {
+    thin_snapshots(h, 0);
+    h->snapshot_every *= 2;
+  }
+  struct snapshot_fill f = {h, NULL, 0, 0};
+  igprof_tree_foreach(count_live, &f);
+  size_t size = sizeof *f.paths * (f.count ? f.count : 1);
+  f.paths = igprof_pages_alloc(size);
+  if (!f.paths) return;
+  f.cap = f.count;
+  f.count = 0;
+  igprof_tree_foreach(count_live, &f);
+  h->snapshots[h->nsnapshots++] = (struct igprof_heap_snapshot){sample, f.count < f.cap ? f.count : f.cap, f.paths, size};
+}
+
 /* The timeline keeps at most this many samples: when full, every other one
  * goes and the steps double, so a long run costs a bounded, small memory
  * (96 KiB) and still spans the whole run. */
@@ -94,6 +156,7 @@ static void thin_samples(struct igprof_heap *h)
   if (h->peak_sampled && h->peak_at % 2 == 0) h->peak_at /= 2;
   else h->peak_at = (h->peak_at + 1) / 2, h->peak_sampled = 0;
   h->nsamples = (h->nsamples + 1) / 2;
+  thin_snapshots(h, 1);
   h->sample_bytes *= 2;
   h->sample_ns *= 2;
 }
@@ -120,6 +183,7 @@ static void take_sample(struct igprof_heap *h, int64_t now, int at_peak)
     h->peak_sampled = 1;
   }
   h->samples[h->nsamples++] = (struct igprof_heap_sample){now - h->start_ns, h->live_bytes, h->live_blocks};
+  if (h->snapshot_every && h->nsamples % h->snapshot_every == 0) take_snapshot(h, h->nsamples - 1);
 }
 
 int igprof_heap_changed(struct igprof_heap *h, int up)
@@ -152,24 +216,37 @@ int igprof_heap_changed(struct igprof_heap *h, int up)
   return dump;
 }
 
-size_t igprof_heap_timeline(struct igprof_scratch *s, struct igprof_heap_sample **out)
+size_t igprof_heap_timeline(struct igprof_scratch *s, struct igprof_heap_sample **out,
+                            struct igprof_heap_snapshot **snapshots, size_t *nsnapshots)
 {
   struct igprof_heap *h = &igprof_heap;
   int locked = igprof_heap_lock(h);
   size_t n = 0, cap = (size_t) h->nsamples + 3;
+  int peak_inserted = !h->peak_sampled && h->peak_bytes;
   struct igprof_heap_sample *v = igprof_scratch_alloc(s, sizeof *v * cap);
-  if (v) {
+  struct igprof_heap_snapshot *snaps = igprof_scratch_alloc(s, sizeof *snaps * (h->nsnapshots + 1));
+  *nsnapshots = 0;
+  if (v && snaps) {
     v[n++] = (struct igprof_heap_sample){0, 0, 0}; /* the start */
     for (uint32_t i = 0; i <= h->nsamples; ++i) {
-      if (i == h->peak_at && !h->peak_sampled && h->peak_bytes)
+      if (i == h->peak_at && peak_inserted)
         v[n++] = (struct igprof_heap_sample){h->peak_ns - h->start_ns, h->peak_bytes, h->peak_blocks};
       if (i < h->nsamples) v[n++] = h->samples[i];
     }
     v[n++] = (struct igprof_heap_sample){coarse_ns() - h->start_ns, h->live_bytes, h->live_blocks}; /* now */
+    for (uint32_t i = 0; i < h->nsnapshots; ++i) {
+      const struct igprof_heap_snapshot *from = &h->snapshots[i];
+      struct igprof_heap_path *paths = igprof_scratch_alloc(s, sizeof *paths * (from->count + 1));
+      if (!paths) break;
+      memcpy(paths, from->paths, sizeof *paths * from->count);
+      uint32_t sample = 1 + from->sample + (peak_inserted && h->peak_at <= from->sample);
+      snaps[(*nsnapshots)++] = (struct igprof_heap_snapshot){sample, from->count, paths, 0};
+    }
   }
   igprof_heap_unlock(h, locked);
   *out = v;
-  return v ? n : 0;
+  *snapshots = snaps;
+  return v && snaps ? n : 0;
 }
 
 void igprof_heap_set_dump_above(int64_t bytes) { igprof_heap.dump_above = bytes; }
@@ -199,6 +276,8 @@ void igprof_heap_fork_child(void)
   __atomic_store_n(&h->peak_gen, h->peak_gen + 1, __ATOMIC_RELAXED);
   h->start_ns = h->peak_ns = coarse_ns();
   h->nsamples = 0;
+  for (uint32_t i = 0; i < h->nsnapshots; ++i) drop_snapshot(&h->snapshots[i]);
+  h->nsnapshots = 0;
   h->peak_at = 0;
   h->peak_sampled = 0;
   h->sample_due = h->start_ns + h->sample_ns;

@@ -33,6 +33,19 @@ struct igprof_heap_sample {
   int64_t ns, bytes, blocks;
 };
 
+/* A detailed snapshot (--snapshots): each call path's live blocks and
+ * bytes at one timeline sample (its index in igprof_heap.samples). */
+struct igprof_heap_path {
+  struct igprof_node *node;
+  int64_t blocks, bytes;
+};
+struct igprof_heap_snapshot {
+  uint32_t sample, count;
+  struct igprof_heap_path *paths; /* pages of their own, `count` used */
+  size_t size;                    /* bytes mapped */
+};
+#define IGPROF_HEAP_SNAPSHOTS_MAX 128
+
 struct igprof_heap {
   /* One cache line, read or written by every event: with threads it moves
    * from core to core with the lock, and nothing else need follow it. */
@@ -64,6 +77,9 @@ struct igprof_heap {
   int64_t dump_above;               /* --dump-at-peak: a dump once live_bytes exceed it (0: no) */
   int dump_done;                    /* that dump was written (or is being written) */
   int started;                      /* igprof_heap_start ran (the memory profiler is on) */
+  uint32_t snapshot_every;          /* --snapshots N: every Nth sample is detailed (0: none) */
+  uint32_t nsnapshots;
+  struct igprof_heap_snapshot snapshots[IGPROF_HEAP_SNAPSHOTS_MAX];
 } __attribute__((aligned(64)));
 
 extern struct igprof_heap igprof_heap;
@@ -81,9 +97,13 @@ void igprof_heap_find_slots(struct igprof_heap *h);
 int igprof_heap_changed(struct igprof_heap *h, int up);
 /* --timeline: a sample every `bytes` of change, every `ms` milliseconds. */
 void igprof_heap_set_timeline(int64_t bytes, int64_t ms);
+/* --snapshots N. */
+void igprof_heap_set_snapshots(uint32_t every);
 /* The dump's copy of the timeline (in s): the samples, the maximum among
- * them where it falls, and the heap now as the last one. */
-size_t igprof_heap_timeline(struct igprof_scratch *s, struct igprof_heap_sample **out);
+ * them where it falls, and the heap now as the last one; and of the
+ * detailed snapshots, their `sample` the index in that copy. */
+size_t igprof_heap_timeline(struct igprof_scratch *s, struct igprof_heap_sample **out,
+                            struct igprof_heap_snapshot **snapshots, size_t *nsnapshots);
 /* --dump-at-peak: write a dump once the live bytes first exceed `bytes`. */
 void igprof_heap_set_dump_above(int64_t bytes);
 void igprof_heap_dump_at_peak(void);

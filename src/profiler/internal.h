@@ -300,6 +300,9 @@ uint64_t igprof_tree_node_count(void);
 
 /* Synthetic outermost frame of a stack deeper than igprof_config.depth. */
 #define IGPROF_PC_TRUNCATED ((uintptr_t) 1)
+/* The one frame of every allocation outside --min-size/--max-size: no
+ * stack walked, written as N=(@igprof_size_filtered). */
+#define IGPROF_PC_SIZE_FILTERED ((uintptr_t) 2)
 
 struct igprof_node *igprof_tree_root(void);
 
@@ -322,7 +325,12 @@ struct igprof_node *igprof_tree_push(const uintptr_t *pcs, int n, int truncated)
  * Guard must be held. Return NULL if no memory. */
 struct igprof_node *igprof_capture_from_hook(void *caller_ret, const void *frame);
 struct igprof_node *igprof_capture_from_signal(const void *ucontext);
+/* The node of a one-frame stack `pc` (a synthetic frame), no walk. */
+struct igprof_node *igprof_capture_synthetic(uintptr_t pc);
 
+/* Call fn for every node, parents before children (lock-free: nodes added
+ * meanwhile may or may not be seen). */
+void igprof_tree_foreach(void (*fn)(void *arg, struct igprof_node *n), void *arg);
 /* Zero the counters whose ids are set in mask (bit id), in every node:
  * a module's fork_child uses it to start the child from zero. */
 void igprof_tree_reset_counters(uint32_t mask);

@@ -36,11 +36,17 @@ static int check_size(const char *v)
   unsigned long long bytes;
   return igprof_options_size(v, &bytes) == 0 && bytes > 0;
 }
+static int check_any_size(const char *v)
+{
+  unsigned long long bytes;
+  return igprof_options_size(v, &bytes) == 0;
+}
 static int check_timeline(const char *v)
 {
   unsigned long long bytes, ms;
   return igprof_options_timeline(v, &bytes, &ms) == 0;
 }
+static int check_snapshots(const char *v) { return igprof_options_int(v, 1, 1000000) > 0; }
 static int check_unwind(const char *v) { return strcmp(v, "fast") == 0 || strcmp(v, "libunwind") == 0; }
 static int check_signal(const char *v) { return igprof_options_signal(v) > 0; }
 static int check_depth(const char *v) { return igprof_options_int(v, 1, 65536) > 0; }
@@ -61,6 +67,12 @@ static const struct launch_option options[] = {
    "<n>ms (1..3600000) or a size in bytes above 0, suffix k, M or G", 0, 1,
    "-mp: the live heap's total over time in the dump, a sample every <n>ms or every SIZE bytes of change "
    "(give both for both)"},
+  {NULL, "--min-size", "SIZE", "mem:min_size=%s", check_any_size, "a size in bytes, suffix k, M or G", 0, 1,
+   "-mp: allocations of fewer bytes are counted, without their stack, under @igprof_size_filtered"},
+  {NULL, "--max-size", "SIZE", "mem:max_size=%s", check_any_size, "a size in bytes, suffix k, M or G", 0, 1,
+   "-mp: allocations of more bytes are counted, without their stack, under @igprof_size_filtered"},
+  {NULL, "--snapshots", "N", "mem:snapshots=%s", check_snapshots, "a number 1..1000000", 0, 1,
+   "with --timeline: every Nth sample also holds each call path's live bytes (a detailed snapshot)"},
   {"-pp", "--performance-profiler", NULL, "perf", NULL, NULL, 1, 1,
    "performance profile: PERF_TICKS (the default when no profiler is chosen)"},
   {"-pr", "--real-time", NULL, "perf perf:real", NULL, NULL, 1, 1, "performance profile of wall-clock time"},
@@ -102,6 +114,29 @@ static void usage(FILE *f)
              "Read them with igprof-analyse. See docs/running.md.\n");
 }
 
+/* --min-size and --max-size as the runtime will read them (options.h). */
+struct size_range { unsigned long long min, max; };
+
+static int read_size_range(void *ctx, const struct igprof_token *t, char *err, size_t errlen)
+{
+  struct size_range *r = ctx;
+  (void) err;
+  (void) errlen;
+  if (strcmp(t->module, "mem") != 0 || !t->has_value) return 0;
+  if (strcmp(t->key, "min_size") == 0) igprof_options_size(t->value, &r->min);
+  if (strcmp(t->key, "max_size") == 0) igprof_options_size(t->value, &r->max);
+  return 0;
+}
+
+static void check_size_range(const char *text)
+{
+  struct size_range r = {0, ~0ull};
+  struct igprof_token token;
+  char err[256];
+  if (text && igprof_options_parse(text, &token, read_size_range, &r, err, sizeof err) == 0 && r.min > r.max)
+    launch_die(2, "--min-size %llu is above --max-size %llu", r.min, r.max);
+}
+
 int main(int argc, char **argv)
 {
   char *text = NULL;
@@ -122,6 +157,7 @@ int main(int argc, char **argv)
     size_t len = strlen(text ? text : "");
     launch_append_token(&text, &len, pp->token, NULL);
   }
+  check_size_range(text);
   char *lib = launch_library_path();
   char *program = launch_resolve_program(argv[i]);
   launch_check_output_dir("-o", output);

@@ -32,6 +32,9 @@
 enum overhead { OVERHEAD_NONE, OVERHEAD_INCLUDE, OVERHEAD_DELTA };
 
 static enum overhead overhead = OVERHEAD_NONE;
+/* --min-size/--max-size: an allocation of `requested` bytes is walked when
+ * requested - size_min <= size_span (unsigned: one compare for both ends). */
+static uint64_t size_min = 0, size_max = UINT64_MAX, size_span = UINT64_MAX;
 static int c_total = -1, c_max = -1, c_live = -1, c_peak = -1;
 /* The exit summary (heap.c): at a terminal only, always or never. */
 static enum { SUMMARY_AUTO, SUMMARY_ALWAYS, SUMMARY_NEVER } summary = SUMMARY_AUTO;
@@ -130,7 +133,9 @@ static inline __attribute__((always_inline)) void record_from(void *ptr, size_t 
     if (overhead == OVERHEAD_DELTA && size == 0) return;
   }
   igprof_live_prefetch((uintptr_t) ptr); /* its miss overlaps the walk */
-  struct igprof_node *node = entry ? capture_below(entry, caller, frame) : igprof_capture_from_hook(caller, frame);
+  struct igprof_node *node;
+  if (IGPROF_UNLIKELY((uint64_t) requested - size_min > size_span)) node = igprof_capture_synthetic(IGPROF_PC_SIZE_FILTERED);
+  else node = entry ? capture_below(entry, caller, frame) : igprof_capture_from_hook(caller, frame);
   struct igprof_counter_value *c = node ? igprof_node_counters(node) : NULL;
   if (!c) return;
   /* The counter block is usually cold: ask for it, insert the block (its
@@ -443,6 +448,31 @@ static int mem_option(const char *key, const char *value, char *err, size_t errl
       return -1;
     }
     igprof_heap_set_timeline((int64_t) bytes, (int64_t) ms);
+    return 0;
+  }
+  if (strcmp(key, "snapshots") == 0 && value) {
+    long every = igprof_options_int(value, 1, 1000000);
+    if (every < 0) {
+      igprof_format(err, errlen, "mem:snapshots must be a number 1..1000000, not '%s'", value);
+      return -1;
+    }
+    igprof_heap_set_snapshots((uint32_t) every);
+    return 0;
+  }
+  if ((strcmp(key, "min_size") == 0 || strcmp(key, "max_size") == 0) && value) {
+    unsigned long long bytes;
+    if (igprof_options_size(value, &bytes) != 0) {
+      igprof_format(err, errlen, "mem:%s must be a size in bytes (suffix k, M or G), not '%s'", key, value);
+      return -1;
+    }
+    if (key[1] == 'i') size_min = bytes;
+    else size_max = bytes;
+    if (size_min > size_max) {
+      igprof_format(err, errlen, "mem:min_size (%llu) is above mem:max_size (%llu)", (unsigned long long) size_min,
+                    (unsigned long long) size_max);
+      return -1;
+    }
+    size_span = size_max - size_min;
     return 0;
   }
   if (strcmp(key, "dump_at") == 0 && value) {

@@ -262,6 +262,12 @@ struct igprof_node *igprof_capture_from_hook(void *caller_ret, const void *frame
   return igprof_tree_push(t->walk_pcs, n, truncated);
 }
 
+struct igprof_node *igprof_capture_synthetic(uintptr_t pc)
+{
+  if (IGPROF_UNLIKELY(!igprof_tls.ready) && igprof_thread_prepare() != 0) return NULL;
+  return igprof_tree_push(&pc, 1, 0);
+}
+
 struct igprof_node *igprof_capture_from_signal(const void *uc)
 {
   struct igprof_thread *t = &igprof_tls;
@@ -272,18 +278,11 @@ struct igprof_node *igprof_capture_from_signal(const void *uc)
 }
 
 /* Iterative pre-order walk; the tree may be deeper than any C stack. */
-void igprof_tree_reset_counters(uint32_t mask)
+void igprof_tree_foreach(void (*fn)(void *arg, struct igprof_node *n), void *arg)
 {
   struct igprof_node *n = atomic_load(&root.children);
   while (n) {
-    struct igprof_counter_value *c = atomic_load(&n->counters);
-    if (c)
-      for (int i = 0; i < counter_count; ++i) {
-        if (!(mask & (1u << i))) continue;
-        atomic_store(&c[igprof_counter_slots[i]].ticks, 0);
-        atomic_store(&c[igprof_counter_slots[i]].value, 0);
-        atomic_store(&c[igprof_counter_slots[i]].peak, 0);
-      }
+    fn(arg, n);
     struct igprof_node *next = atomic_load(&n->children);
     if (!next) {
       while (n && !n->sibling) n = n->parent == &root ? NULL : n->parent;
@@ -292,3 +291,18 @@ void igprof_tree_reset_counters(uint32_t mask)
     n = next;
   }
 }
+
+static void reset_node(void *arg, struct igprof_node *n)
+{
+  uint32_t mask = *(const uint32_t *) arg;
+  struct igprof_counter_value *c = atomic_load(&n->counters);
+  if (c)
+    for (int i = 0; i < counter_count; ++i) {
+      if (!(mask & (1u << i))) continue;
+      atomic_store(&c[igprof_counter_slots[i]].ticks, 0);
+      atomic_store(&c[igprof_counter_slots[i]].value, 0);
+      atomic_store(&c[igprof_counter_slots[i]].peak, 0);
+    }
+}
+
+void igprof_tree_reset_counters(uint32_t mask) { igprof_tree_foreach(reset_node, &mask); }

@@ -278,6 +278,65 @@ def scenario_timeline(a):
     eq(r.returncode, 1, '--timeline with -r MEM_LIVE')
 
 
+def snapshots(d):
+    """The dump's detailed snapshots: {timeline sample: {leaf: (blocks, bytes)}}."""
+    out = {}
+    for top in d.root.children:
+        if top.symbol != '@igprof_heap_snapshot':
+            continue
+        todo = list(top.children)
+        while todo:
+            n = todo.pop()
+            todo += n.children
+            if 'HEAP_SNAPSHOT' in n.counters:
+                blocks, size, sample = n.counters['HEAP_SNAPSHOT']
+                leaf = out.setdefault(sample, {}).setdefault(n.symbol, (0, 0))
+                out[sample][n.symbol] = (leaf[0] + blocks, leaf[1] + size)
+    return out
+
+
+def expect_snapshots_add_up(d, what):
+    tl = timeline(d)
+    for sample, leaves in snapshots(d).items():
+        eq((sum(b for b, _ in leaves.values()), sum(x for _, x in leaves.values())), (tl[sample][2], tl[sample][1]),
+           f'{what}: snapshot of sample {sample} adds up to that sample')
+
+
+def scenario_snapshots(a):
+    # every 4th sample of single()'s timeline is detailed: exact stacks
+    r, dumps, summaries = profile(a, 'single', '--timeline', '1000', '--snapshots', '4')
+    d = next(iter(dumps.values()))
+    eq(snapshots(d), {4: {'peak_a': (3, 3000), 'peak_b': (2, 1000)},
+                      8: {'peak_b': (2, 1000), 'peak_grow': (1, 300), 'peak_c': (1, 4000)},
+                      12: {'peak_b': (2, 1000), 'peak_grow': (1, 300), 'peak_a': (3, 3000)},
+                      16: {'peak_b': (2, 1000), 'peak_grow': (1, 300), 'peak_a': (1, 1000)}}, 'detailed snapshots')
+    eq([b for _, b, _ in timeline(d)], SINGLE_BYTES, 'the timeline is the same')
+    dump = glob.glob('heap.*')[0]
+    check('igprof_heap' not in analyse(a, dump), 'snapshots are not stacks of the reports')
+    r = subprocess.run([a.analyse, '--massif', 'massif.out', dump], capture_output=True, text=True)
+    eq((r.returncode, r.stderr), (0, ''), '--massif')
+    ms = subprocess.run(['ms_print', 'massif.out'], capture_output=True, text=True)
+    eq(re.findall(r'^ Detailed snapshots: \[(.*)\]$', ms.stdout, re.M), ['4, 8 (peak), 12, 16'],
+       'ms_print: the detailed snapshots')
+    part = ms.stdout.split('\n 12 ')[1].split('-' * 80)[0] if '\n 12 ' in ms.stdout else ''
+    eq(re.findall(r'^->([\d.]+)% \(([\d,]+)B\) 0x0: (\w+) \(in heaptest\)$', part, re.M),
+       [('69.77', '3,000', 'peak_a'), ('23.26', '1,000', 'peak_b'), ('06.98', '300', 'peak_grow')],
+       'ms_print: snapshot 12\'s allocation sites')
+    # threads: each snapshot is one moment (taken under the heap's lock)
+    r, dumps, summaries = profile(a, 'race', '--timeline', '4k', '--snapshots', '2')
+    d = next(iter(dumps.values()))
+    check(len(snapshots(d)) >= 3, f'race: snapshots taken: {len(snapshots(d))}')
+    expect_snapshots_add_up(d, 'race')
+    # at most 128 detailed snapshots: every other one goes when full
+    r, dumps, summaries = profile(a, 'grow', '--timeline', '16', '--snapshots', '1')
+    d = next(iter(dumps.values()))
+    n = len(snapshots(d))
+    check(1 <= n <= 128, f'grow: at most 128 snapshots kept: {n}')
+    expect_snapshots_add_up(d, 'grow')
+    r = run([a.igprof, '-mp', '--snapshots', '0', a.heaptest, 'single'])
+    eq((r.returncode, r.stderr), (2, 'igprof: --snapshots: bad argument, expected a number 1..1000000\n'), '--snapshots 0')
+
+
 def scenario_timeline_time(a):
     # every 50 ms: samples at least 50 ms apart, over the ~200 ms run
     r, dumps, summaries = profile(a, 'slow', '--timeline', '50ms')
@@ -295,6 +354,37 @@ def scenario_timeline_time(a):
     check(len(tl) <= 4099, f'at most 4096 samples and the start, peak and end: {len(tl)}')
     eq(b == sorted(b) and b[-1] == 320000 and b[0] == 0, True, 'from 0 up to 20000 x 16 bytes')
     check(max(y - x for x, y in zip(b, b[1:])) <= 256, f'steps of at most 16 x 2^4 after three thinnings')
+
+
+def scenario_sizes(a):
+    # outside [min, max]: counted in every counter under one frame
+    # @igprof_size_filtered, no stack walked (-d: the walks)
+    every = {'size_10': 10, 'size_100': 100, 'size_1000': 1000, 'size_10000': 10000}
+    for options, walked in ((['--min-size', '100', '--max-size', '999'], ('size_100',)),
+                            (['--min-size', '100', '--max-size', '1000'], ('size_100', 'size_1000')),
+                            (['--min-size', '101', '--max-size', '1k'], ('size_1000',)),
+                            (['--min-size', '1001'], ('size_10000',)),
+                            (['--max-size', '99'], ('size_10',)),
+                            ([], tuple(every))):
+        what = ' '.join(options) or 'no range'
+        r, dumps, summaries = profile(a, 'sizes', '-d', *options)
+        d = next(iter(dumps.values()))
+        filtered = sum(v for s, v in every.items() if s not in walked)
+        want = {s: (2, 2 * every[s]) for s in walked}
+        if filtered:
+            want['@igprof_size_filtered'] = (2 * (4 - len(walked)), 2 * filtered)
+        eq(live_by_leaf(d, 'MEM_TOTAL'), want, f'{what}: MEM_TOTAL')
+        eq(live_by_leaf(d), {s: (n // 2, v // 2) for s, (n, v) in want.items()}, f'{what}: MEM_LIVE')
+        eq(sum(len(n.leaks) for n in d.nodes), 4, f'{what}: the 4 live blocks listed')
+        stack = [n.stack() for n in d.nodes if n.symbol == '@igprof_size_filtered']
+        eq(stack, [['@igprof_size_filtered']] if filtered else [], f'{what}: one frame, under the root')
+        eq(summaries[next(iter(dumps))], (11110, 4), f'{what}: the heap\'s peak counts them all')
+        m = re.search(r'fast walker, this thread: (\d+) walks', r.stderr)
+        eq(int(m.group(1)) if m else None, 2 * len(walked), f'{what}: walks (stderr: {r.stderr[-200:]!r})')
+    for options, message in ((['--min-size', '2k', '--max-size', '1k'], 'igprof: --min-size 2048 is above --max-size 1024\n'),
+                             (['--min-size', 'x'], 'igprof: --min-size: bad argument, expected a size in bytes, suffix k, M or G\n')):
+        r = run([a.igprof, '-mp', *options, a.heaptest, 'sizes'])
+        eq((r.returncode, r.stderr), (2, message), ' '.join(options))
 
 
 def analyse(a, *args):

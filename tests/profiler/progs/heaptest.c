@@ -96,6 +96,23 @@ static int grow(void)
   return 0;
 }
 
+/* sizes: two blocks each of 10, 100, 1000 and 10000 bytes, one of each
+ * freed (with --min-size/--max-size the test picks which are walked). */
+NOINLINE void *size_10(void) { return malloc(10); }
+NOINLINE void *size_100(void) { return malloc(100); }
+NOINLINE void *size_1000(void) { return calloc(10, 100); }
+NOINLINE void *size_10000(void) { return malloc(10000); }
+
+static int sizes(void)
+{
+  void *(*const fn[4])(void) = {size_10, size_100, size_1000, size_10000};
+  for (int i = 0; i < 4; ++i) {
+    free(fn[i]());
+    sink = fn[i]();
+  }
+  return 0;
+}
+
 /* Threads: 4 threads churn (allocate and free at once), then each
  * allocates one big block of 100000 * (t + 1) bytes and waits for the
  * others: the peak is the moment the last big block is allocated. Then
@@ -192,6 +209,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "threshold")) return threshold();
   if (!strcmp(s, "slow")) return slow();
   if (!strcmp(s, "grow")) return grow();
+  if (!strcmp(s, "sizes")) return sizes();
   fprintf(stderr, "heaptest: unknown scenario %s\n", s);
   return 2;
 }
