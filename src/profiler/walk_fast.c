@@ -1053,13 +1053,13 @@ static int prologue_leaf_next(const struct walk *w, const struct module_snapshot
  * otherwise. 0: the walk ends here, as before. */
 static int prologue_step(struct walk *w, uintptr_t lookup_pc) {
   if (!read_prologues)
-    return 0;
+    return -1;
   if (atomic_load_explicit(&closes_in_progress, memory_order_seq_cst) != 0)
     return 0;
   const struct module_snapshot *s = atomic_load_explicit(&current_snapshot, memory_order_seq_cst);
   const struct fast_module *m = s ? module_of(s, lookup_pc) : NULL;
   if (!m)
-    return 0;
+    return -1;
   uintptr_t end = w->regs.pc, lo = m->text_start;
   struct ehabi_table t;
   if (module_ehabi(m, &t)) {
@@ -1068,7 +1068,7 @@ static int prologue_step(struct walk *w, uintptr_t lookup_pc) {
       lo = ehabi_prel31(entry);
   }
   if (!module_readable(m, lo, end - lo))
-    return 0;
+    return -1;
   /* The mode: an interrupted frame's from its context, else Thumb (Debian
    * armhf's code), then A32 where the PC allows. */
   int modes[2] = {1, 0}, nmodes = end % 4 == 0 ? 2 : 1;
@@ -1082,6 +1082,7 @@ static int prologue_step(struct walk *w, uintptr_t lookup_pc) {
     }
   }
   struct frame_regs next;
+  int read_stack = 0;
   for (int i = 0; i < nmodes; i++) {
     struct arm_prologue pr;
     enum arm_prologue_result res = arm_prologue_read(lo, end, modes[i], &pr);
@@ -1091,8 +1092,10 @@ static int prologue_step(struct walk *w, uintptr_t lookup_pc) {
     memset(&leaf, 0, sizeof leaf);
     leaf.cfa = pr.leaf_cfa;
     int found = 0;
+    /* A return address's frame called, so it saved lr: only the stack's
+     * slot can be its return address. */
+    read_stack |= lr_raw || (res == ARM_PROLOGUE_OK && !pr.ra_in_lr);
     if (!lr_raw) {
-      /* A return address: its frame called, so it saved lr. */
       found = res == ARM_PROLOGUE_OK && !pr.ra_in_lr && prologue_next(w, s, &pr, 0, 0, &next);
     } else if (res == ARM_PROLOGUE_LEAF) {
       found = pr.leaf_ok && prologue_leaf_next(w, s, &leaf, lr_raw, end, &next);
@@ -1133,7 +1136,7 @@ static int prologue_step(struct walk *w, uintptr_t lookup_pc) {
       return 1;
     }
   }
-  return 0;
+  return read_stack ? 0 : -1;
 }
 #endif
 
@@ -1164,14 +1167,16 @@ __attribute__((noinline)) static enum step step_slow(struct walk *w) {
     break;
   case FRAME_STEP_END:
 #ifdef FRAME_EHABI_TABLES
-    /* A frame no EHABI entry describes: its prologue may (the end is then
-     * not certain: it depends on the stack's words, so not marked
-     * outermost for the memo). */
+    /* A frame no EHABI entry describes: its prologue may. Where the walk
+     * still ends, the end is as certain as a recipe's only if no stack
+     * word was read to decide it (the memo joins through certain ends). */
     if (rc.kind == FRAME_OUTERMOST) {
-      if (prologue_step(w, lookup_pc)) {
+      int stepped = prologue_step(w, lookup_pc);
+      if (stepped > 0) {
         result = STEP_OK;
         break;
       }
+      w->outermost = stepped < 0;
       return STEP_END;
     }
 #endif

@@ -57,7 +57,8 @@ void **igprof_unwind_escape_slot(void) __attribute__((weak));
 
 /* ARM32: whether frames without an EHABI entry are stepped by reading
  * their prologue (the default) or end the walk, as libunwind's do; other
- * architectures ignore it. Set before walks start. */
+ * architectures ignore it. Set before walks start: the walks' memos keep
+ * the ends it decided. */
 void igprof_walk_fast_set_prologues(int on);
 
 /* Per-thread counters of the calling thread (for tests, -d and benchmarks). */
