@@ -25,6 +25,8 @@ struct dl_phdr_info;
 /* The address range [*lo, *hi) a loaded module's PT_LOAD segments cover
  * (*lo >= *hi when it has none). In symbols.c. */
 void igprof_module_span(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi);
+/* The same for the module holding `addr` (*lo = *hi = 0 if none). */
+void igprof_module_span_at(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
 
 #define IGPROF_EXPORT __attribute__((visibility("default")))
 #define IGPROF_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -407,6 +409,11 @@ void *igprof_arena_alloc(size_t size);
  * counter blocks: read on every event, so never split across two lines). */
 #define IGPROF_CACHE_LINE 64
 void *igprof_arena_alloc_lines(size_t size);
+
+/* The mmap system call itself, for a hook of mmap called before its chain
+ * is stored (the engine maps while it patches): 32-bit targets have mmap2,
+ * whose offset counts 4096-byte units. */
+void *igprof_mmap_syscall(void *addr, size_t len, int prot, int flags, int fd, long long off);
 
 /* Whole pages straight from mmap (zeroed), and back. NULL on failure. */
 void *igprof_pages_alloc(size_t size);

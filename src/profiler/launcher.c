@@ -57,6 +57,8 @@ static int check_nonempty(const char *v) { return v[0] != 0; }
 static const struct launch_option options[] = {
   {"-mp", "--memory-profiler", NULL, "mem", NULL, NULL, 1, 1,
    "memory profile: MEM_TOTAL, MEM_LIVE (with leaks), MEM_MAX, MEM_PEAK"},
+  {"-mm", "--memory-mappings", NULL, "pages", NULL, NULL, 1, 1,
+   "mappings profile: mmap, mremap, munmap, brk, sbrk per call path (MMAP_TOTAL, MMAP_LIVE)"},
   {"-mo", "--memory-overhead", "MODE", "mem:overhead=%s", check_overhead, "none, include or delta", 0, 1,
    "count requested bytes (none, default), usable size (include) or only the overhead (delta)"},
   {NULL, "--summary", "WHEN", "mem:summary=%s", check_summary, "auto, always or never", 0, 1,

@@ -387,6 +387,46 @@ def scenario_sizes(a):
         eq((r.returncode, r.stderr), (2, message), ' '.join(options))
 
 
+PAGE = os.sysconf('SC_PAGE_SIZE')
+
+
+def by_caller(d, counter, names):
+    """{the innermost of `names` on the stack: (ticks, value)} of a counter."""
+    out = {}
+    for n in d.nodes:
+        if counter in n.counters:
+            site = next((f for f in n.stack() if f in names), None)
+            t, v, _ = n.counters[counter]
+            prev = out.get(site, (0, 0))
+            out[site] = (prev[0] + t, prev[1] + v)
+    return out
+
+
+def scenario_pages(a):
+    names = ('map_a', 'map_b', 'map_c', 'map_d', 'remap_c', 'grow_brk', 'shrink_brk', 'big_malloc')
+    for options in (['-mm'], ['-mm', '-mp']):
+        what = ' '.join(options)
+        for f in glob.glob('pages.*'):
+            os.unlink(f)
+        r = run([a.igprof, *options, '-o', 'pages.%p', a.heaptest, 'pages'])
+        eq((r.returncode, r.stderr), (0, ''), f'{what}: exit status and stderr')
+        d = igdump.Dump(glob.glob('pages.*')[0])
+        total, live = by_caller(d, 'MMAP_TOTAL', names), by_caller(d, 'MMAP_LIVE', names)
+        mapped = total.pop('big_malloc', (0, 0))
+        eq(mapped[0], 1, f'{what}: malloc of 1 MiB: one mapping, at the malloc call')
+        check(1 << 20 < mapped[1] <= (1 << 20) + 2 * PAGE, f'{what}: 1 MiB and malloc\'s header, in pages: {mapped}')
+        eq(total, {'map_a': (1, 3 * PAGE), 'map_b': (1, 5 * PAGE), 'map_c': (1, 2 * PAGE), 'map_d': (1, PAGE),
+                   'remap_c': (1, 4 * PAGE), 'grow_brk': (1, 10000)}, f'{what}: MMAP_TOTAL')
+        eq({k: v for k, v in live.items() if v != (0, 0)},
+           {'map_a': (1, 3 * PAGE), 'map_b': (2, 4 * PAGE), 'remap_c': (1, 4 * PAGE), 'grow_brk': (1, 6000)},
+           f'{what}: MMAP_LIVE (map_c moved by remap_c, map_d and the malloc unmapped, the break 4000 down)')
+        peaks = {s: n.counters['MMAP_LIVE'][2] for n in d.nodes if 'MMAP_LIVE' in n.counters
+                 for s in [next((f for f in n.stack() if f in names), None)]}
+        eq((peaks['map_b'], peaks['grow_brk']), (5 * PAGE, 10000), f'{what}: MMAP_LIVE peaks')
+        if '-mp' in options:
+            eq(d.by_leaf('MEM_TOTAL')['big_malloc'][:2], [1, 1 << 20], f'{what}: MEM_TOTAL beside')
+
+
 def analyse(a, *args):
     r = subprocess.run([a.analyse, '-r', 'MEM_PEAK', *args], capture_output=True, timeout=120)
     eq(r.returncode, 0, f'igprof-analyse {" ".join(args)}: {r.stderr[-300:]!r}')

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -113,6 +114,40 @@ static int sizes(void)
   return 0;
 }
 
+/* pages (-mm): mappings and heap growth whose live pages are known; P is
+ * the page size. map_a keeps 3 pages; map_b maps 5 and unmaps the middle
+ * one (two ranges live, 4 pages); map_c maps 2 that remap_c moves to 4;
+ * map_d maps 1 and unmaps it; grow_brk moves the break up 10000 bytes and
+ * shrink_brk down 4000; a malloc of 1 MiB maps (glibc's threshold is
+ * 128 KiB) and its free unmaps. */
+static size_t page;
+NOINLINE void *map_pages(size_t n)
+{
+  return mmap(NULL, n * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+}
+NOINLINE void *map_a(void) { return map_pages(3); }
+NOINLINE void *map_b(void) { return map_pages(5); }
+NOINLINE void *map_c(void) { return map_pages(2); }
+NOINLINE void *map_d(void) { return map_pages(1); }
+NOINLINE void *remap_c(void *p) { return mremap(p, 2 * page, 4 * page, MREMAP_MAYMOVE); }
+NOINLINE void *grow_brk(void) { return sbrk(10000); }
+NOINLINE void *shrink_brk(void) { return sbrk(-4000); }
+NOINLINE void *big_malloc(void) { return malloc(1 << 20); }
+
+static int pages(void)
+{
+  page = (size_t) sysconf(_SC_PAGESIZE);
+  sink = map_a();
+  char *b = map_b();
+  if (munmap(b + 2 * page, page) != 0) return 1;
+  void *c = map_c();
+  if (c == MAP_FAILED || remap_c(c) == MAP_FAILED) return 1;
+  if (munmap(map_d(), page) != 0) return 1;
+  if (grow_brk() == (void *) -1 || shrink_brk() == (void *) -1) return 1;
+  free(big_malloc());
+  return 0;
+}
+
 /* Threads: 4 threads churn (allocate and free at once), then each
  * allocates one big block of 100000 * (t + 1) bytes and waits for the
  * others: the peak is the moment the last big block is allocated. Then
@@ -210,6 +245,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "slow")) return slow();
   if (!strcmp(s, "grow")) return grow();
   if (!strcmp(s, "sizes")) return sizes();
+  if (!strcmp(s, "pages")) return pages();
   fprintf(stderr, "heaptest: unknown scenario %s\n", s);
   return 2;
 }
