@@ -23,6 +23,8 @@ static int64_t coarse_ns(void)
   return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+int64_t igprof_heap_now(void) { return coarse_ns(); }
+
 /* MEM_PEAK of one node: its saved MEM_LIVE if saved for the latest maximum,
  * else its MEM_LIVE now (unchanged since that maximum). peak = value, as
  * for a counter that is never released. */

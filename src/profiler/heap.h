@@ -109,6 +109,8 @@ void igprof_heap_set_dump_above(int64_t bytes);
 void igprof_heap_dump_at_peak(void);
 /* A forked child: its heap starts empty, with no maximum yet. */
 void igprof_heap_fork_child(void);
+/* The clock the heap's times use (CLOCK_MONOTONIC_COARSE, ns). */
+int64_t igprof_heap_now(void);
 /* One line on stderr: the peak and when it was reached. */
 void igprof_heap_summary(void);
 

@@ -427,6 +427,28 @@ def scenario_pages(a):
             eq(d.by_leaf('MEM_TOTAL')['big_malloc'][:2], [1, 1 << 20], f'{what}: MEM_TOTAL beside')
 
 
+def scenario_lifetimes(a):
+    r, dumps, summaries = profile(a, 'lifetimes', '--lifetimes', '20ms')
+    d = next(iter(dumps.values()))
+    eq(live_by_leaf(d, 'MEM_TEMP'), {'temp_alloc': (2, 300), 'short_alloc': (1, 70), 'regrow_alloc': (1, 10)},
+       'MEM_TEMP: freed before the thread\'s next allocation')
+    eq(live_by_leaf(d, 'MEM_SHORT'), {'temp_alloc': (2, 300), 'short_alloc': (1, 50), 'regrow_alloc': (1, 10)},
+       'MEM_SHORT: freed within 20 ms')
+    ages = {s: v for s, v in live_by_leaf(d, 'MEM_LIFETIME').items()}
+    eq({s: v[0] for s, v in ages.items()}, {'temp_alloc': 2, 'short_alloc': 2, 'long_alloc': 1, 'regrow_alloc': 1},
+       'MEM_LIFETIME: blocks that ended')
+    check(55000 <= ages['long_alloc'][1] <= 1000000, f'long_alloc lived about 60 ms: {ages["long_alloc"]} us')
+    check(55000 <= ages['short_alloc'][1] <= 1000000, f'short_alloc: one block of 60 ms: {ages["short_alloc"]} us')
+    check(ages['temp_alloc'][1] < 20000, f'temp_alloc: ages under a clock tick or two: {ages["temp_alloc"]} us')
+    eq(live_by_leaf(d), {'realloc_site': (1, 20)}, 'MEM_LIVE: the realloc\'ed block')
+    # off by default: no such counters
+    r = run([a.igprof, '-mp', '-o', 'plain.%p', a.heaptest, 'lifetimes'])
+    plain = igdump.Dump(glob.glob('plain.*')[0])
+    eq(sorted(plain.counter_names), ['MEM_LIVE', 'MEM_MAX', 'MEM_PEAK', 'MEM_TOTAL'], 'counters without --lifetimes')
+    r = run([a.igprof, '-mp', '--lifetimes', '20', a.heaptest, 'lifetimes'])
+    eq((r.returncode, r.stderr), (2, 'igprof: --lifetimes: bad argument, expected <n>ms (1..3600000)\n'), 'bad --lifetimes')
+
+
 def analyse(a, *args):
     r = subprocess.run([a.analyse, '-r', 'MEM_PEAK', *args], capture_output=True, timeout=120)
     eq(r.returncode, 0, f'igprof-analyse {" ".join(args)}: {r.stderr[-300:]!r}')
