@@ -76,6 +76,8 @@ static const struct launch_option options[] = {
    "-mp: allocations of more bytes are counted, without their stack, under @igprof_size_filtered"},
   {NULL, "--lifetimes", "SHORT", "mem:lifetimes=%s", check_ms, "<n>ms (1..3600000)", 0, 1,
    "-mp: MEM_TEMP (freed before the thread's next allocation), MEM_SHORT (freed within SHORT), MEM_LIFETIME (ages)"},
+  {NULL, "--histogram", NULL, "mem:histogram", NULL, NULL, 0, 1,
+   "-mp: the allocations' sizes in powers of two, in the dump (igprof-analyse --histogram)"},
   {NULL, "--snapshots", "N", "mem:snapshots=%s", check_snapshots, "a number 1..1000000", 0, 1,
    "with --timeline: every Nth sample also holds each call path's live bytes (a detailed snapshot)"},
   {"-pp", "--performance-profiler", NULL, "perf", NULL, NULL, 1, 1,

@@ -38,6 +38,8 @@ static uint64_t size_min = 0, size_max = UINT64_MAX, size_span = UINT64_MAX;
 static int c_total = -1, c_max = -1, c_live = -1, c_peak = -1;
 /* --lifetimes: MEM_TEMP, MEM_SHORT, MEM_LIFETIME (lifetime_end). */
 static int lifetimes;
+/* Per-allocation work beyond the counters (record_extras): one test. */
+static int extras;
 static int64_t short_ns;
 static int c_temp = -1, c_short = -1, c_lifetime = -1;
 /* The exit summary (heap.c): at a terminal only, always or never. */
@@ -121,6 +123,16 @@ static __attribute__((noinline)) struct igprof_node *capture_below(uintptr_t ent
   return igprof_tree_push(t->walk_pcs, n + 1, truncated);
 }
 
+/* --lifetimes and --histogram for a new block; returns its birth (0
+ * without --lifetimes). */
+static __attribute__((noinline)) int64_t record_extras(void *ptr, uint64_t size)
+{
+  if (igprof_heap_histogram_on) igprof_heap_histogram_add(size);
+  if (!lifetimes) return 0;
+  igprof_tls.last_alloc = (uintptr_t) ptr;
+  return igprof_heap_now();
+}
+
 /* Record a new block; guard held. `frame` is the replacement's frame
  * address (the walk starts at the caller from there); `entry` is 0, or the
  * innermost frame to add (capture_below); `usable` gives -mo its sizes. */
@@ -145,11 +157,7 @@ static inline __attribute__((always_inline)) void record_from(void *ptr, size_t 
   /* The counter block is usually cold: ask for it, insert the block (its
    * slot was asked for before the walk), then count. */
   __builtin_prefetch(c, 1);
-  int64_t birth = 0;
-  if (IGPROF_UNLIKELY(lifetimes)) {
-    birth = igprof_heap_now();
-    igprof_tls.last_alloc = (uintptr_t) ptr;
-  }
+  int64_t birth = IGPROF_UNLIKELY(extras) ? record_extras(ptr, size) : 0;
   igprof_live_insert((uintptr_t) ptr, node, size, birth);
   igprof_heap_alloc(node, c, (int64_t) size);
 }
@@ -512,8 +520,12 @@ static int mem_option(const char *key, const char *value, char *err, size_t errl
       igprof_format(err, errlen, "mem:lifetimes must be <n>ms (1..3600000), not '%s'", value);
       return -1;
     }
-    lifetimes = 1;
+    lifetimes = extras = 1;
     short_ns = (int64_t) ms * 1000000;
+    return 0;
+  }
+  if (strcmp(key, "histogram") == 0 && !value) {
+    igprof_heap_histogram_on = extras = 1;
     return 0;
   }
   if (strcmp(key, "dump_at") == 0 && value) {

@@ -449,6 +449,33 @@ def scenario_lifetimes(a):
     eq((r.returncode, r.stderr), (2, 'igprof: --lifetimes: bad argument, expected <n>ms (1..3600000)\n'), 'bad --lifetimes')
 
 
+def scenario_histogram(a):
+    # sizes(): two blocks each of 10, 100, 1000 and 10000 bytes, nothing else
+    r, dumps, summaries = profile(a, 'sizes', '--histogram')
+    d = next(iter(dumps.values()))
+    classes = [n.counters['HEAP_HISTOGRAM'] for n in d.nodes if n.symbol == '@igprof_size_class']
+    eq(sorted(classes), [(2, 20, 8), (2, 200, 64), (2, 2000, 512), (2, 20000, 8192)],
+       'HEAP_HISTOGRAM: (allocations, bytes, smallest size) per class')
+    dump = glob.glob('heap.*')[0]
+    check('igprof_size' not in analyse(a, dump), 'the histogram is not a stack of the reports')
+    r = subprocess.run([a.analyse, '--histogram', dump, dump], capture_output=True, text=True)
+    eq(r.returncode, 0, '--histogram')
+    eq(r.stdout.splitlines()[0], "Allocation sizes: 16 allocations, 44'440 bytes", '--histogram of two dumps: added up')
+    rows = re.findall(r"^\s+([\d']+)\s+([\d']+)\s+([\d']+)\s+([\d.]+)\s+([\d']+)\s+([\d.]+) \|(#*)$", r.stdout, re.M)
+    eq([(lo, hi, n, p, b, q, len(bar)) for lo, hi, n, p, b, q, bar in rows],
+       [('8', '15', '4', '25.00', '40', '0.09', 40), ('64', '127', '4', '25.00', '400', '0.90', 40),
+        ("512", "1'023", '4', '25.00', "4'000", '9.00', 40), ("8'192", "16'383", '4', '25.00', "40'000", '90.01', 40)],
+       '--histogram rows')
+    # with sizes outside --min-size: in the histogram still; none without --histogram
+    r, dumps, summaries = profile(a, 'sizes', '--histogram', '--min-size', '1000')
+    eq(sorted(n.counters['HEAP_HISTOGRAM'][0] for n in next(iter(dumps.values())).nodes
+              if n.symbol == '@igprof_size_class'), [2, 2, 2, 2], 'filtered sizes are in the histogram')
+    r = run([a.igprof, '-mp', '-o', 'plain.%p', a.heaptest, 'sizes'])
+    r = run([a.analyse, '--histogram', glob.glob('plain.*')[0]])
+    eq((r.returncode, r.stderr), (1, 'igprof-analyse: no allocation-size histogram in the input '
+                                     '(igprof -mp --histogram writes one)\n'), '--histogram without one')
+
+
 def analyse(a, *args):
     r = subprocess.run([a.analyse, '-r', 'MEM_PEAK', *args], capture_output=True, timeout=120)
     eq(r.returncode, 0, f'igprof-analyse {" ".join(args)}: {r.stderr[-300:]!r}')
