@@ -139,6 +139,17 @@ struct branch_scan {
   struct message *m;
 };
 
+void *hook_jump_target(void *function, size_t size)
+{
+  struct arch_insn insn;
+  insn.literal = 0;
+  uintptr_t at = (uintptr_t)function;
+  if (!function || arch_decode(function, size ? size : 16, at, &insn) != 0 ||
+      insn.kind != ARCH_INSN_JUMP)
+    return NULL;
+  return (void *)insn.target;
+}
+
 /* Decode [start, start+len) and look for a branch landing inside the bytes
  * the trampoline takes over, (fn, end): that code would land in the middle
  * of our jump. A branch to fn itself, or to the patch site right after a

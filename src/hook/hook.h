@@ -92,6 +92,12 @@ void *hook_lookup(const char *function, const char *version, const char *library
  * that may be defined nowhere. NULL if not found; *size gets the symbol size. */
 void *hook_lookup_exported(const char *function, const char *module, size_t *size);
 
+/* Where a function whose first instruction is an unconditional jump with
+ * a PC-relative target goes (a tail call that is the whole function: a C++
+ * operator new[] written as `b operator new`, too short for a patch on
+ * ARM32), or NULL. `size` is the symbol's size (0: unknown). */
+void *hook_jump_target(void *function, size_t size);
+
 /* Install several hooks with fewer protection changes: between begin and
  * end, each mapping that gets a patch is made writable once, as a whole,
  * and its protection is restored by hook_batch_end (a mapping that cannot

@@ -248,6 +248,17 @@ static int malloc_backed_runtime(const char *path)
          strncmp(base, "libc++abi.so", 12) == 0;
 }
 
+/* Two code addresses of one function (ARM32: with or without the Thumb
+ * bit). */
+static int same_code(uintptr_t a, uintptr_t b)
+{
+#if defined(__arm__)
+  return (a | 1) == (b | 1);
+#else
+  return a == b;
+#endif
+}
+
 /* Hook the definitions found[] with slot k's replacements. Each hook's
  * entry and allocator are in place before it goes live; its chain follows
  * (IGPROF_MEM_CHAIN waits for it). */
@@ -255,6 +266,17 @@ static void install(int k, void *const found[OP_COUNT], const size_t sizes[OP_CO
 {
   for (int i = 0; i < OP_COUNT; ++i) {
     if (!found[i] || igprof_hook_is_installed(found[i])) continue; /* an alias of one hooked */
+    /* An operator that is one jump to another one hooked here (jemalloc's
+     * new[] on ARM32: `b.n operator new`, 2 bytes, shorter than any patch)
+     * is counted by that one's hook: calls to it run that code. */
+    int tail = -1;
+    uintptr_t to = (uintptr_t) hook_jump_target(found[i], sizes[i]);
+    for (int j = 0; to && j < OP_COUNT && tail < 0; ++j)
+      if (j != i && found[j] && same_code(to, (uintptr_t) found[j])) tail = j;
+    if (tail >= 0) {
+      igprof_debug("mem: %s jumps to %s: counted by its hook", op_names[i], op_names[tail]);
+      continue;
+    }
     struct op_hook *h = &hooks[k][i];
     const char *module = module_of(found[i]);
     h->entry = (uintptr_t) found[i];
