@@ -50,11 +50,13 @@ static const char usage[] =
   "                            igprof -mp --timeline)\n"
   "      --massif FILE         the heap timeline as valgrind massif's massif.out (ms_print),\n"
   "                            the peak with its MEM_PEAK tree\n"
+  "      --histogram           the allocations' sizes by power of two (a dump of\n"
+  "                            igprof -mp --histogram; several are added up)\n"
   "  -v, --verbose             progress on stderr\n"
   "  -h, --help                this text\n";
 
 enum output { OUT_TEXT, OUT_SQLITE, OUT_JSON, OUT_CALLGRIND, OUT_FLAME, OUT_TOP, OUT_TREE, OUT_HTML, OUT_TIMELINE,
-              OUT_MASSIF };
+              OUT_MASSIF, OUT_HISTOGRAM };
 
 struct options {
   struct read_options read;
@@ -210,6 +212,7 @@ static void parse_args(struct options *o, int argc, char **argv)
     else if (is(a, "--html", NULL)) o->output = OUT_HTML;
     else if (is(a, "-T", "--tree")) o->output = OUT_TREE;
     else if (is(a, "--timeline", NULL)) o->output = OUT_TIMELINE;
+    else if (is(a, "--histogram", NULL)) o->output = OUT_HISTOGRAM;
     else if (is(a, "-s", "--sqlite")) {
       /* IgProf's -s takes no argument and prints SQL; ours also accepts an
        * output: '-' or a name ending in .sql3/.sqlite/.db. Anything else is
@@ -235,6 +238,10 @@ static void parse_args(struct options *o, int argc, char **argv)
     if (o->read.key && strcmp(o->read.key, "MEM_PEAK")) usage_error("%s: the tree is MEM_PEAK's: no -r", what);
     o->read.key = "MEM_PEAK";
     o->read.snapshots = o->output == OUT_MASSIF;
+  }
+  if (o->output == OUT_HISTOGRAM) {
+    if (o->baseline) usage_error("%s", "--histogram: no baseline (-b)");
+    if (!o->read.key) o->read.key = "MEM_TOTAL";
   }
   if (o->lines && !o->gdb) usage_error("%s", "--lines needs -g");
   if (o->sysroot && !o->gdb) usage_error("%s", "--sysroot needs -g");
@@ -270,8 +277,9 @@ static void check_output_is_not_input(const struct options *o)
   }
 }
 
-static void write_report(struct options *o, struct report *r, const struct heap_timeline *timeline)
+static void write_report(struct options *o, struct report *r, const struct reader *rd)
 {
+  const struct heap_timeline *timeline = reader_timeline(rd);
   switch (o->output) {
   case OUT_TEXT: report_text(r); break;
   case OUT_JSON: report_json(r); break;
@@ -290,6 +298,7 @@ static void write_report(struct options *o, struct report *r, const struct heap_
   case OUT_TREE: report_tree(r); break;
   case OUT_HTML: report_html(r); break;
   case OUT_TIMELINE: report_timeline(stdout, timeline); break;
+  case OUT_HISTOGRAM: report_size_histogram(stdout, reader_size_histogram(rd)); break;
   case OUT_MASSIF: {
     FILE *f = strcmp(o->output_file, "-") ? fopen(o->output_file, "w") : stdout;
     if (!f) fatal("%s: cannot write: %s", o->output_file, strerror(errno));
@@ -327,6 +336,8 @@ int main(int argc, char **argv)
     if (!tl->inputs) fatal("no heap timeline in the input (igprof -mp --timeline EVERY writes one)");
     if (tl->inputs > 1) fatal("%d inputs hold a heap timeline: give one", tl->inputs);
   }
+  if (o.output == OUT_HISTOGRAM && !reader_size_histogram(rd)->inputs)
+    fatal("no allocation-size histogram in the input (igprof -mp --histogram writes one)");
   reader_finish(rd);
   tree.is_max = reader_key_is_max(rd);
 
@@ -350,7 +361,7 @@ int main(int argc, char **argv)
     .show_calls = o.show_calls >= 0 ? o.show_calls : strncmp(reader_key(rd), "MEM_", 4) == 0,
     .show_paths = o.show_paths, .show_libs = o.show_libs, .diff = o.diff, .ascending = o.ascending,
   };
-  write_report(&o, &r, reader_timeline(rd));
+  write_report(&o, &r, rd);
   if (fflush(stdout) != 0 || ferror(stdout)) fatal("error writing the report: %s", strerror(errno));
   return 0;
 }

@@ -25,7 +25,7 @@ struct frame {
 struct file_def { uint32_t file; uint64_t line; };
 struct counter_def { uint8_t is_key, is_timeline; uint64_t line; };   /* is_timeline: HEAP_TIMELINE or HEAP_SNAPSHOT */
 
-enum section { SECTION_STACKS, SECTION_TIMELINE, SECTION_SNAPSHOT };
+enum section { SECTION_STACKS, SECTION_TIMELINE, SECTION_SNAPSHOT, SECTION_HISTOGRAM };
 
 /* A line read before the report counter was known (it carries no counter). */
 struct pending_line { uint32_t depth, frame; };
@@ -66,8 +66,9 @@ struct reader {
   /* the heap timeline (docs/dump-format.md): lines under a depth-1 frame
    * @igprof_heap_timeline are samples, not stacks */
   int section;               /* enum section of the current depth-1 frame's lines */
-  int dump_has_timeline;
+  int dump_has_timeline, dump_has_histogram;
   struct heap_snapshot *snapshot; /* the one being read (section SNAPSHOT) */
+  struct size_histogram sizes;
   char *dump_program;
   struct heap_timeline timeline;
 };
@@ -572,7 +573,8 @@ static void parse_counter(struct reader *rd, char **pp, int *has_key, int64_t *v
     char *end = field_end(p, ":(");
     if (!end) parse_error(rd, "malformed counter definition: missing '):(' after the name");
     *end = 0;
-    is_timeline = !strcmp(p, HEAP_TIMELINE_COUNTER) || !strcmp(p, HEAP_SNAPSHOT_COUNTER);
+    is_timeline = !strcmp(p, HEAP_TIMELINE_COUNTER) || !strcmp(p, HEAP_SNAPSHOT_COUNTER)
+                  || !strcmp(p, SIZE_HISTOGRAM_COUNTER);
     if (!is_timeline) strpool_intern(&rd->counter_names, p, (size_t) (end - p));
     if (!rd->key && !is_timeline) set_key(rd, p);
     is_key = rd->key && strcmp(p, rd->key) == 0;
@@ -640,6 +642,20 @@ static void add_sample(struct reader *rd, const int64_t sample[3])
   tl->samples[tl->count++] = (struct heap_sample) { sample[0], sample[1], sample[2] };
 }
 
+/* One size class of the histogram: the FN offset is its class k. */
+static void size_class_line(struct reader *rd, int64_t k, const int64_t sample[3])
+{
+  struct size_histogram *h = &rd->sizes;
+  if (k < 0 || k >= SIZE_CLASSES) parse_error(rd, "malformed size histogram: size class %" PRId64 " (0 to 64)", k);
+  if (sample[2] < 0 || sample[1] < 0) parse_error(rd, "malformed size histogram: negative allocations or bytes");
+  if (!rd->dump_has_histogram) {
+    rd->dump_has_histogram = 1;
+    h->inputs++;
+  }
+  if (!value_add(h->count[k], sample[2], &h->count[k]) || !value_add(h->bytes[k], sample[1], &h->bytes[k]))
+    parse_error(rd, "the size histogram's sums exceed the 64-bit range");
+}
+
 /* A line of a detailed snapshot (after the timeline it belongs to): the
  * depth-1 frame starts one (its offset: the timeline sample), the lines
  * under it are its stacks, placed in a tree of its own with the same
@@ -696,7 +712,8 @@ static void parse_line(struct reader *rd, char *line)
   if (depth == 1) {
     const char *name = symtab_name(rd->st, rd->frames[frame].raw_sym);
     rd->section = !strcmp(name, HEAP_TIMELINE_FRAME) ? SECTION_TIMELINE
-                : !strcmp(name, HEAP_SNAPSHOT_FRAME) ? SECTION_SNAPSHOT : SECTION_STACKS;
+                : !strcmp(name, HEAP_SNAPSHOT_FRAME) ? SECTION_SNAPSHOT
+                : !strcmp(name, SIZE_HISTOGRAM_FRAME) ? SECTION_HISTOGRAM : SECTION_STACKS;
   }
   while (*p == ' ') parse_counter(rd, &p, &has_key, &value, &ticks, sample, &has_sample);
   if (*p) parse_error(rd, "unexpected text '%.20s' at the end of the line", p);
@@ -705,6 +722,10 @@ static void parse_line(struct reader *rd, char *line)
   grow_path(rd, (size_t) depth + 1);
   if (rd->section == SECTION_TIMELINE) {
     if (has_sample) add_sample(rd, sample);
+    return;
+  }
+  if (rd->section == SECTION_HISTOGRAM) {
+    if (depth == 2 && has_sample) size_class_line(rd, symoff, sample);
     return;
   }
   if (rd->section == SECTION_SNAPSHOT) {
@@ -742,7 +763,7 @@ void reader_read(struct reader *rd, const char *path, struct call_tree *tree)
   rd->nframes = 0;
   rd->nframe_syms = 0;
   rd->cur_depth = 0;
-  rd->section = rd->dump_has_timeline = 0;
+  rd->section = rd->dump_has_timeline = rd->dump_has_histogram = 0;
   grow_path(rd, 1);
   rd->path[0] = 0;
   rd->ma_state[0] = 0;
@@ -763,6 +784,7 @@ void reader_read(struct reader *rd, const char *path, struct call_tree *tree)
 }
 
 const struct heap_timeline *reader_timeline(const struct reader *rd) { return &rd->timeline; }
+const struct size_histogram *reader_size_histogram(const struct reader *rd) { return &rd->sizes; }
 
 void reader_finish(struct reader *rd)
 {

@@ -40,12 +40,25 @@ struct heap_timeline {
   char *path, *program;       /* of that input */
 };
 
+/* The allocation-size histogram a dump may carry (igprof -mp --histogram):
+ * per size class k, the sizes [2^(k-1), 2^k) (k = 0: empty allocations),
+ * added up over the inputs. */
+#define SIZE_HISTOGRAM_FRAME "@igprof_size_histogram"
+#define SIZE_HISTOGRAM_COUNTER "HEAP_HISTOGRAM"
+#define SIZE_CLASSES 65
+struct size_histogram {
+  int64_t count[SIZE_CLASSES], bytes[SIZE_CLASSES];
+  int inputs;                 /* inputs that had one */
+};
+
 struct reader;
 
 struct reader *reader_new(const struct read_options *opts, struct symtab *st);
 void reader_free(struct reader *rd);
 /* Read one dump into `tree` (whose is_max is set once the key is known). */
 void reader_read(struct reader *rd, const char *path, struct call_tree *tree);
+/* The histogram read (inputs 0: none). */
+const struct size_histogram *reader_size_histogram(const struct reader *rd);
 /* The timeline read (count 0: none). */
 const struct heap_timeline *reader_timeline(const struct reader *rd);
 /* Call after the last file: exits with a message if no key counter was found. */

@@ -72,5 +72,7 @@ void report_timeline(FILE *out, const struct heap_timeline *tl);
 /* massif's massif.out format (ms_print, massif-visualizer): every sample a
  * snapshot, the peak a detailed one whose tree is r's (MEM_PEAK). */
 void report_massif(FILE *out, const struct heap_timeline *tl, const struct report *r);
+/* --histogram: the allocation-size histogram. */
+void report_size_histogram(FILE *out, const struct size_histogram *h);
 
 #endif

@@ -6,9 +6,20 @@
 #include "internal.h"
 
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define CHUNK_SIZE (256u * 1024u)
 #define ALIGN 16u
+
+void *igprof_mmap_syscall(void *addr, size_t len, int prot, int flags, int fd, long long off)
+{
+#ifdef SYS_mmap2
+  return (void *) syscall(SYS_mmap2, addr, len, prot, flags, fd, (long) (off >> 12));
+#else
+  return (void *) syscall(SYS_mmap, addr, len, prot, flags, fd, (long) off);
+#endif
+}
 
 void *igprof_pages_alloc(size_t size)
 {

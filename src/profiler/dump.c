@@ -700,6 +700,47 @@ static void write_timeline(struct dump_ctx *d)
   if (nsnapshots) write_snapshots(d, snapshots, nsnapshots, cid + 1);
 }
 
+/* The allocation-size histogram (--histogram; docs/dump-format.md): a
+ * synthetic stack @igprof_size_histogram with one @igprof_size_class line
+ * per size class that had allocations, its FN offset the class k, with
+ * counter HEAP_HISTOGRAM = (allocations, bytes, the class's smallest size). */
+static void write_histogram(struct dump_ctx *d)
+{
+  if (!igprof_heap.started || !igprof_heap_histogram_on) return;
+  struct igprof_out *o = &d->out;
+  uint32_t fn = d->next_fn;
+  d->next_fn += 2;
+  int cid = igprof_counter_count() + 2, first = 1; /* after HEAP_TIMELINE and HEAP_SNAPSHOT */
+  igprof_out_str(o, "C1 ");
+  write_synthetic_fn(d, fn, "@igprof_size_histogram", 0);
+  igprof_out_char(o, '\n');
+  for (int k = 0; k < IGPROF_HEAP_SIZE_CLASSES; ++k) {
+    int64_t count = atomic_load_explicit(&igprof_heap_histogram[k][0], memory_order_relaxed);
+    int64_t bytes = atomic_load_explicit(&igprof_heap_histogram[k][1], memory_order_relaxed);
+    if (!count) continue;
+    igprof_out_str(o, "C2 ");
+    if (first) {
+      write_synthetic_fn(d, fn + 1, "@igprof_size_class", (uint64_t) k);
+    } else {
+      igprof_out_str(o, "FN");
+      igprof_out_hex(o, fn + 1);
+      igprof_out_char(o, '+');
+      igprof_out_hex(o, (uint64_t) k);
+    }
+    igprof_out_str(o, " V");
+    igprof_out_hex(o, (uint64_t) cid);
+    if (first) igprof_out_str(o, "=(HEAP_HISTOGRAM)");
+    first = 0;
+    igprof_out_str(o, ":(");
+    igprof_out_shex(o, count);
+    igprof_out_char(o, ',');
+    igprof_out_shex(o, bytes);
+    igprof_out_char(o, ',');
+    igprof_out_hex(o, k ? 1ull << (k - 1) : 0);
+    igprof_out_str(o, ")\n");
+  }
+}
+
 static void write_header(struct igprof_out *o)
 {
   igprof_out_str(o, "P=(HEX ID=");
@@ -768,6 +809,7 @@ static int write_dump(struct dump_ctx *d, int fd)
     write_header(&d->out);
     write_tree(d);
     write_timeline(d);
+    write_histogram(d);
     igprof_out_finish(&d->out);
   }
   symbols_close(d->symbols);

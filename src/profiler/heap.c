@@ -23,6 +23,23 @@ static int64_t coarse_ns(void)
   return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+int64_t igprof_heap_now(void) { return coarse_ns(); }
+
+int igprof_heap_histogram_on;
+_Atomic int64_t igprof_heap_histogram[IGPROF_HEAP_SIZE_CLASSES][2];
+
+void igprof_heap_histogram_add(uint64_t bytes)
+{
+  _Atomic int64_t *c = igprof_heap_histogram[bytes ? 64 - __builtin_clzll(bytes) : 0];
+  if (igprof_one_thread()) {
+    igprof_heap_add_to(&c[0], 1);
+    igprof_heap_add_to(&c[1], (int64_t) bytes);
+  } else {
+    atomic_fetch_add_explicit(&c[0], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c[1], (int64_t) bytes, memory_order_relaxed);
+  }
+}
+
 /* MEM_PEAK of one node: its saved MEM_LIVE if saved for the latest maximum,
  * else its MEM_LIVE now (unchanged since that maximum). peak = value, as
  * for a counter that is never released. */
@@ -276,6 +293,7 @@ void igprof_heap_fork_child(void)
   __atomic_store_n(&h->peak_gen, h->peak_gen + 1, __ATOMIC_RELAXED);
   h->start_ns = h->peak_ns = coarse_ns();
   h->nsamples = 0;
+  memset(igprof_heap_histogram, 0, sizeof igprof_heap_histogram);
   for (uint32_t i = 0; i < h->nsnapshots; ++i) drop_snapshot(&h->snapshots[i]);
   h->nsnapshots = 0;
   h->peak_at = 0;

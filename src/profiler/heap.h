@@ -109,6 +109,15 @@ void igprof_heap_set_dump_above(int64_t bytes);
 void igprof_heap_dump_at_peak(void);
 /* A forked child: its heap starts empty, with no maximum yet. */
 void igprof_heap_fork_child(void);
+/* --histogram: allocations and bytes per size class, class k (1..64) the
+ * sizes [2^(k-1), 2^k), class 0 the empty allocations. */
+#define IGPROF_HEAP_SIZE_CLASSES 65
+extern int igprof_heap_histogram_on;
+extern _Atomic int64_t igprof_heap_histogram[IGPROF_HEAP_SIZE_CLASSES][2];
+void igprof_heap_histogram_add(uint64_t bytes);
+
+/* The clock the heap's times use (CLOCK_MONOTONIC_COARSE, ns). */
+int64_t igprof_heap_now(void);
 /* One line on stderr: the peak and when it was reached. */
 void igprof_heap_summary(void);
 

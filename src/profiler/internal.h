@@ -25,6 +25,8 @@ struct dl_phdr_info;
 /* The address range [*lo, *hi) a loaded module's PT_LOAD segments cover
  * (*lo >= *hi when it has none). In symbols.c. */
 void igprof_module_span(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi);
+/* The same for the module holding `addr` (*lo = *hi = 0 if none). */
+void igprof_module_span_at(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
 
 #define IGPROF_EXPORT __attribute__((visibility("default")))
 #define IGPROF_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -80,6 +82,7 @@ struct igprof_thread {
    * releases it first (igprof_mem_settle), so the dump's figures agree. */
   struct igprof_node *releasing;
   uint64_t releasing_size;
+  uintptr_t last_alloc;         /* --lifetimes: this thread's latest allocation (mem.c) */
   struct igprof_deferred deferred;
 };
 
@@ -244,7 +247,7 @@ int igprof_unwind_available(void);
 /* Counters and the call tree                                          */
 /* ------------------------------------------------------------------ */
 
-#define IGPROF_MAX_COUNTERS 8
+#define IGPROF_MAX_COUNTERS 12
 
 enum igprof_counter_kind {
   IGPROF_COUNTER_TICK, /* value += amount; peak = high-water mark of value */
@@ -306,7 +309,7 @@ uint64_t igprof_tree_node_count(void);
 
 struct igprof_node *igprof_tree_root(void);
 
-/* The node's counter block (IGPROF_MAX_COUNTERS entries), allocated on
+/* The node's counter block (one entry per counter defined), allocated on
  * first use; NULL if out of memory. For a module that updates several
  * counters per event (then use igprof_counter_block_add). */
 struct igprof_counter_value *igprof_node_counters(struct igprof_node *n);
@@ -339,11 +342,12 @@ void igprof_tree_reset_counters(uint32_t mask);
 /* Live table: address -> (node, size), sharded, for MEM_LIVE leaks     */
 /* ------------------------------------------------------------------ */
 
-void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size);
+/* `birth`: when allocated (--lifetimes; 0 otherwise), given back by remove. */
+void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size, int64_t birth);
 /* Hint: an insert for addr is coming (see live.c). */
 void igprof_live_prefetch(uintptr_t addr);
 /* Returns 1 and the record if addr was live, else 0. */
-int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size);
+int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size, int64_t *birth);
 /* Call fn for every live block, one shard locked at a time. */
 void igprof_live_foreach(void (*fn)(void *arg, uintptr_t addr, struct igprof_node *node, uint64_t size),
                          void *arg);
@@ -407,6 +411,11 @@ void *igprof_arena_alloc(size_t size);
  * counter blocks: read on every event, so never split across two lines). */
 #define IGPROF_CACHE_LINE 64
 void *igprof_arena_alloc_lines(size_t size);
+
+/* The mmap system call itself, for a hook of mmap called before its chain
+ * is stored (the engine maps while it patches): 32-bit targets have mmap2,
+ * whose offset counts 4096-byte units. */
+void *igprof_mmap_syscall(void *addr, size_t len, int prot, int flags, int fd, long long off);
 
 /* Whole pages straight from mmap (zeroed), and back. NULL on failure. */
 void *igprof_pages_alloc(size_t size);

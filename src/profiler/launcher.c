@@ -47,6 +47,7 @@ static int check_timeline(const char *v)
   return igprof_options_timeline(v, &bytes, &ms) == 0;
 }
 static int check_snapshots(const char *v) { return igprof_options_int(v, 1, 1000000) > 0; }
+static int check_ms(const char *v) { return igprof_options_ms(v) > 0; }
 static int check_unwind(const char *v) { return strcmp(v, "fast") == 0 || strcmp(v, "libunwind") == 0; }
 static int check_signal(const char *v) { return igprof_options_signal(v) > 0; }
 static int check_depth(const char *v) { return igprof_options_int(v, 1, 65536) > 0; }
@@ -57,6 +58,8 @@ static int check_nonempty(const char *v) { return v[0] != 0; }
 static const struct launch_option options[] = {
   {"-mp", "--memory-profiler", NULL, "mem", NULL, NULL, 1, 1,
    "memory profile: MEM_TOTAL, MEM_LIVE (with leaks), MEM_MAX, MEM_PEAK"},
+  {"-mm", "--memory-mappings", NULL, "pages", NULL, NULL, 1, 1,
+   "mappings profile: mmap, mremap, munmap, brk, sbrk per call path (MMAP_TOTAL, MMAP_LIVE)"},
   {"-mo", "--memory-overhead", "MODE", "mem:overhead=%s", check_overhead, "none, include or delta", 0, 1,
    "count requested bytes (none, default), usable size (include) or only the overhead (delta)"},
   {NULL, "--summary", "WHEN", "mem:summary=%s", check_summary, "auto, always or never", 0, 1,
@@ -71,6 +74,10 @@ static const struct launch_option options[] = {
    "-mp: allocations of fewer bytes are counted, without their stack, under @igprof_size_filtered"},
   {NULL, "--max-size", "SIZE", "mem:max_size=%s", check_any_size, "a size in bytes, suffix k, M or G", 0, 1,
    "-mp: allocations of more bytes are counted, without their stack, under @igprof_size_filtered"},
+  {NULL, "--lifetimes", "SHORT", "mem:lifetimes=%s", check_ms, "<n>ms (1..3600000)", 0, 1,
+   "-mp: MEM_TEMP (freed before the thread's next allocation), MEM_SHORT (freed within SHORT), MEM_LIFETIME (ages)"},
+  {NULL, "--histogram", NULL, "mem:histogram", NULL, NULL, 0, 1,
+   "-mp: the allocations' sizes in powers of two, in the dump (igprof-analyse --histogram)"},
   {NULL, "--snapshots", "N", "mem:snapshots=%s", check_snapshots, "a number 1..1000000", 0, 1,
    "with --timeline: every Nth sample also holds each call path's live bytes (a detailed snapshot)"},
   {"-pp", "--performance-profiler", NULL, "perf", NULL, NULL, 1, 1,

@@ -21,6 +21,7 @@ struct live_entry {
   uintptr_t addr; /* 0 = empty */
   struct igprof_node *node;
   uint64_t size;
+  int64_t birth;  /* when allocated (--lifetimes), else 0 */
 };
 
 struct live_shard {
@@ -138,7 +139,7 @@ void igprof_live_prefetch(uintptr_t addr)
   if (slots) __builtin_prefetch(&slots[slot_of(h, mask)], 1);
 }
 
-void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size)
+void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size, int64_t birth)
 {
   uint64_t h = hash_addr(addr);
   struct live_shard *s = shard_of(h);
@@ -161,11 +162,11 @@ void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size)
   if (!s->slots[i].addr) s->count++;
   /* An address already present means its free was never seen (e.g. freed
    * through a path we do not hook): the newer block replaces it. */
-  s->slots[i] = (struct live_entry){addr, node, size};
+  s->slots[i] = (struct live_entry){addr, node, size, birth};
   shard_unlock(s, locked);
 }
 
-int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size)
+int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size, int64_t *birth)
 {
   uint64_t h = hash_addr(addr);
   struct live_shard *s = shard_of(h);
@@ -178,6 +179,7 @@ int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size
   }
   *node = s->slots[i].node;
   *size = s->slots[i].size;
+  if (birth) *birth = s->slots[i].birth;
   /* Backward-shift deletion: pull later members of the probe run into the
    * hole when their home slot does not lie cyclically within (hole, j]. */
   uint32_t hole = i, j = i;

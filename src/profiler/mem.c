@@ -36,6 +36,12 @@ static enum overhead overhead = OVERHEAD_NONE;
  * requested - size_min <= size_span (unsigned: one compare for both ends). */
 static uint64_t size_min = 0, size_max = UINT64_MAX, size_span = UINT64_MAX;
 static int c_total = -1, c_max = -1, c_live = -1, c_peak = -1;
+/* --lifetimes: MEM_TEMP, MEM_SHORT, MEM_LIFETIME (lifetime_end). */
+static int lifetimes;
+/* Per-allocation work beyond the counters (record_extras): one test. */
+static int extras;
+static int64_t short_ns;
+static int c_temp = -1, c_short = -1, c_lifetime = -1;
 /* The exit summary (heap.c): at a terminal only, always or never. */
 static enum { SUMMARY_AUTO, SUMMARY_ALWAYS, SUMMARY_NEVER } summary = SUMMARY_AUTO;
 static int counting;     /* the "mem" module itself is on */
@@ -117,6 +123,16 @@ static __attribute__((noinline)) struct igprof_node *capture_below(uintptr_t ent
   return igprof_tree_push(t->walk_pcs, n + 1, truncated);
 }
 
+/* --lifetimes and --histogram for a new block; returns its birth (0
+ * without --lifetimes). */
+static __attribute__((noinline)) int64_t record_extras(void *ptr, uint64_t size)
+{
+  if (igprof_heap_histogram_on) igprof_heap_histogram_add(size);
+  if (!lifetimes) return 0;
+  igprof_tls.last_alloc = (uintptr_t) ptr;
+  return igprof_heap_now();
+}
+
 /* Record a new block; guard held. `frame` is the replacement's frame
  * address (the walk starts at the caller from there); `entry` is 0, or the
  * innermost frame to add (capture_below); `usable` gives -mo its sizes. */
@@ -141,8 +157,27 @@ static inline __attribute__((always_inline)) void record_from(void *ptr, size_t 
   /* The counter block is usually cold: ask for it, insert the block (its
    * slot was asked for before the walk), then count. */
   __builtin_prefetch(c, 1);
-  igprof_live_insert((uintptr_t) ptr, node, size);
+  int64_t birth = IGPROF_UNLIKELY(extras) ? record_extras(ptr, size) : 0;
+  igprof_live_insert((uintptr_t) ptr, node, size, birth);
   igprof_heap_alloc(node, c, (int64_t) size);
+}
+
+/* --lifetimes: a block of the node allocated at `birth` ends now (free,
+ * realloc): temporary if it is its thread's latest allocation (nothing
+ * allocated in between, heaptrack's "temporary"), short-lived if younger
+ * than the threshold, and its age added up. */
+static __attribute__((noinline, cold)) void lifetime_end(struct igprof_node *node, void *ptr, uint64_t size,
+                                                          int64_t birth)
+{
+  struct igprof_counter_value *c = igprof_node_counters(node);
+  if (!c) return;
+  int64_t age = igprof_heap_now() - birth;
+  if ((uintptr_t) ptr == igprof_tls.last_alloc) {
+    igprof_tls.last_alloc = 0;
+    igprof_counter_block_add(c, c_temp, 1, (int64_t) size);
+  }
+  if (age < short_ns) igprof_counter_block_add(c, c_short, 1, (int64_t) size);
+  igprof_counter_block_add(c, c_lifetime, 1, age / 1000);
 }
 
 static void record(void *ptr, size_t requested, void *caller, const void *frame)
@@ -163,7 +198,9 @@ int igprof_mem_counting(void) { return counting; }
 static int forget(void *ptr, void *caller, struct igprof_node **node, uint64_t *size)
 {
   if (IGPROF_UNLIKELY(listener_count)) tell_free(ptr, caller);
-  if (!counting || !igprof_live_remove((uintptr_t) ptr, node, size)) return 0;
+  int64_t birth;
+  if (!counting || !igprof_live_remove((uintptr_t) ptr, node, size, &birth)) return 0;
+  if (IGPROF_UNLIKELY(lifetimes)) lifetime_end(*node, ptr, *size, birth);
   /* The release that follows reads the node and its counter block, both
    * likely cold: ask for the node now, the caller frees in between. */
   __builtin_prefetch(*node);
@@ -277,17 +314,19 @@ static inline void *mem_resize(const struct mem_chain *c, void *caller, const vo
   struct igprof_node *old_node = NULL;
   uint64_t old_size = 0;
   if (old && IGPROF_UNLIKELY(listener_count)) tell_free(old, caller);
-  int had = old && counting && igprof_live_remove((uintptr_t) old, &old_node, &old_size);
+  int64_t birth = 0;
+  int had = old && counting && igprof_live_remove((uintptr_t) old, &old_node, &old_size, &birth);
   if (had) releasing(old_node, old_size);
   void *p = THROUGH(array ? CHAIN(c, reallocarray)(old, n, m) : CHAIN(c, realloc)(old, n));
   int saved = errno;
+  if (IGPROF_UNLIKELY(lifetimes) && had && (p || size == 0)) lifetime_end(old_node, old, old_size, birth);
   if (p) {
     if (had) release(old_node, old_size);
     record(p, size, caller, frame);
   } else if (had && size != 0) {
     /* Failed: the old block is still there, unchanged. */
     igprof_tls.releasing = NULL;
-    igprof_live_insert((uintptr_t) old, old_node, old_size);
+    igprof_live_insert((uintptr_t) old, old_node, old_size, birth);
   } else if (had) {
     /* realloc(p, 0) freed p. */
     release(old_node, old_size);
@@ -475,6 +514,20 @@ static int mem_option(const char *key, const char *value, char *err, size_t errl
     size_span = size_max - size_min;
     return 0;
   }
+  if (strcmp(key, "lifetimes") == 0 && value) {
+    long ms = igprof_options_ms(value);
+    if (ms < 0) {
+      igprof_format(err, errlen, "mem:lifetimes must be <n>ms (1..3600000), not '%s'", value);
+      return -1;
+    }
+    lifetimes = extras = 1;
+    short_ns = (int64_t) ms * 1000000;
+    return 0;
+  }
+  if (strcmp(key, "histogram") == 0 && !value) {
+    igprof_heap_histogram_on = extras = 1;
+    return 0;
+  }
   if (strcmp(key, "dump_at") == 0 && value) {
     unsigned long long bytes;
     if (igprof_options_size(value, &bytes) != 0 || bytes == 0) {
@@ -575,6 +628,12 @@ static int mem_start(void)
   if (c_total < 0 || c_max < 0 || c_live < 0) return -1;
   c_peak = igprof_heap_start(c_total, c_max, c_live);
   if (c_peak < 0) return -1;
+  if (lifetimes) {
+    c_temp = igprof_counter_define("MEM_TEMP", IGPROF_COUNTER_SUM, 0);
+    c_short = igprof_counter_define("MEM_SHORT", IGPROF_COUNTER_SUM, 0);
+    c_lifetime = igprof_counter_define("MEM_LIFETIME", IGPROF_COUNTER_SUM, 0);
+    if (c_temp < 0 || c_short < 0 || c_lifetime < 0) return -1;
+  }
   if (install_hooks() != 0) return -1;
   counting = 1;
   igprof_mem_cxx_start();
@@ -586,7 +645,9 @@ static void mem_fork_child(void)
   if (!counting) return;
   /* The child's profile is its own: it starts from zero (igprof_live_fork_child
    * emptied the live table). */
-  igprof_tree_reset_counters(1u << c_total | 1u << c_max | 1u << c_live | 1u << c_peak);
+  uint32_t mask = 1u << c_total | 1u << c_max | 1u << c_live | 1u << c_peak;
+  if (lifetimes) mask |= 1u << c_temp | 1u << c_short | 1u << c_lifetime;
+  igprof_tree_reset_counters(mask);
   igprof_heap_fork_child();
 }
 

@@ -172,15 +172,21 @@ int igprof_options_size(const char *text, unsigned long long *out)
   return 0;
 }
 
+long igprof_options_ms(const char *text)
+{
+  size_t len = text ? strlen(text) : 0;
+  char digits[16];
+  if (len <= 2 || strcmp(text + len - 2, "ms") != 0 || len - 2 >= sizeof digits) return -1;
+  memcpy(digits, text, len - 2);
+  digits[len - 2] = 0;
+  return igprof_options_int(digits, 1, 3600000);
+}
+
 int igprof_options_timeline(const char *text, unsigned long long *bytes, unsigned long long *ms)
 {
   size_t len = text ? strlen(text) : 0;
   if (len > 2 && strcmp(text + len - 2, "ms") == 0) {
-    char digits[16];
-    if (len - 2 >= sizeof digits) return -1;
-    memcpy(digits, text, len - 2);
-    digits[len - 2] = 0;
-    long v = igprof_options_int(digits, 1, 3600000);
+    long v = igprof_options_ms(text);
     if (v < 0) return -1;
     *ms = (unsigned long long) v;
     return 0;

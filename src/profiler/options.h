@@ -54,6 +54,9 @@ long igprof_options_int(const char *text, long lo, long hi);
  * bytes in *out, or -1 if malformed or too large. */
 int igprof_options_size(const char *text, unsigned long long *out);
 
+/* "<n>ms", 1..3600000: n, or -1. */
+long igprof_options_ms(const char *text);
+
 /* A timeline step: "<n>ms" (1..3600000 milliseconds) sets *ms, a size above
  * 0 (igprof_options_size) sets *bytes; the other is left alone. Returns 0,
  * or -1 if it is neither. */

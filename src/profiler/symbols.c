@@ -208,3 +208,28 @@ void symbols_close(struct symbols *s)
   for (int i = 0; s && i < s->count; ++i)
     if (s->modules[i].state == 1 || s->modules[i].elf.image) elf_symbols_close(&s->modules[i].elf);
 }
+
+struct span {
+  uintptr_t addr, lo, hi;
+};
+
+static int find_span(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  (void) size;
+  struct span *s = arg;
+  uintptr_t lo, hi;
+  igprof_module_span(info, &lo, &hi);
+  if (s->addr < lo || s->addr >= hi) return 0;
+  s->lo = lo;
+  s->hi = hi;
+  return 1;
+}
+
+/* Takes the loader lock (dl_iterate_phdr): never in a signal handler. */
+void igprof_module_span_at(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+{
+  struct span s = {addr, 0, 0};
+  if (addr) dl_iterate_phdr(find_span, &s);
+  *lo = s.lo;
+  *hi = s.hi;
+}

@@ -91,9 +91,6 @@ void trace_event_discard(struct trace_event *e);
  * just loaded that brought the C++ runtime. */
 void trace_stack_init(const char *library);
 
-/* The address range [lo, hi) of the loaded module holding addr ({0, 0} if none). */
-void trace_module_span(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
-
 void trace_stack_fork_child(void);
 
 /* Walk the stack from a hook - frame 0 is in the function that called the

@@ -91,18 +91,6 @@ static size_t result_int(char *buf, size_t cap, int rc, int err)
 
 #define WHAT_SIZE 256
 
-/* mmap itself, before its chain is stored (the engine maps while it
- * patches): 32-bit targets have mmap2, whose offset counts 4096-byte
- * units (i386's SYS_mmap takes its arguments in memory). */
-static void *direct_mmap(void *addr, size_t len, int prot, int flags, int fd, long long off)
-{
-#ifdef SYS_mmap2
-  return (void *) syscall(SYS_mmap2, addr, len, prot, flags, fd, (long) (off >> 12));
-#else
-  return (void *) syscall(SYS_mmap, addr, len, prot, flags, fd, (long) off);
-#endif
-}
-
 static void mmap_report(void *caller, int entered, void *addr, size_t len, int prot, int flags, int fd,
                         long long off, void *r, int saved)
 {
@@ -117,7 +105,7 @@ static void *trace_mmap(void *addr, size_t len, int prot, int flags, int fd, off
 {
   void *caller = __builtin_return_address(0);
   int entered;
-  if (IGPROF_UNLIKELY(!real_mmap)) return direct_mmap(addr, len, prot, flags, fd, off);
+  if (IGPROF_UNLIKELY(!real_mmap)) return igprof_mmap_syscall(addr, len, prot, flags, fd, off);
   if (!trace_begin(caller, &entered)) return real_mmap(addr, len, prot, flags, fd, off);
   void *r = real_mmap(addr, len, prot, flags, fd, off);
   int saved = errno;
@@ -135,7 +123,7 @@ static void *trace_mmap64(void *addr, size_t len, int prot, int flags, int fd, o
 {
   void *caller = __builtin_return_address(0);
   int entered;
-  if (IGPROF_UNLIKELY(!real_mmap64)) return direct_mmap(addr, len, prot, flags, fd, off);
+  if (IGPROF_UNLIKELY(!real_mmap64)) return igprof_mmap_syscall(addr, len, prot, flags, fd, off);
   if (!trace_begin(caller, &entered)) return real_mmap64(addr, len, prot, flags, fd, off);
   void *r = real_mmap64(addr, len, prot, flags, fd, off);
   int saved = errno;
@@ -220,7 +208,7 @@ static void *trace_sbrk(intptr_t increment)
 int trace_mmap_start(void)
 {
   size_t size;
-  trace_module_span((uintptr_t) hook_lookup("mmap", NULL, NULL, &size), &libc_lo, &libc_hi);
+  igprof_module_span_at((uintptr_t) hook_lookup("mmap", NULL, NULL, &size), &libc_lo, &libc_hi);
 
   real_mmap = igprof_hook("trace", "mmap", (void *) trace_mmap, 1);
   if (!real_mmap) return -1;

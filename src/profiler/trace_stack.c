@@ -108,30 +108,6 @@ static void capture(struct trace_stack *s, void *caller)
   s->depth = igprof_walk_from_hook(s->pcs, igprof_config.depth, caller, &s->truncated);
 }
 
-struct span {
-  uintptr_t addr, lo, hi;
-};
-
-static int find_span(struct dl_phdr_info *info, size_t size, void *arg)
-{
-  (void) size;
-  struct span *s = arg;
-  uintptr_t lo, hi;
-  igprof_module_span(info, &lo, &hi);
-  if (s->addr < lo || s->addr >= hi) return 0;
-  s->lo = lo;
-  s->hi = hi;
-  return 1;
-}
-
-void trace_module_span(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
-{
-  struct span s = {addr, 0, 0};
-  if (addr) dl_iterate_phdr(find_span, &s);
-  *lo = s.lo;
-  *hi = s.hi;
-}
-
 static int read_counters(struct dl_phdr_info *info, size_t size, void *arg)
 {
   (void) size;
@@ -265,7 +241,7 @@ void trace_stack_init(const char *library)
    * from when it was loaded later (then it is not in the global scope).
    * Looked up outside any hook: lookups take the loader lock and may allocate. */
   size_t size;
-  if (!self_hi) trace_module_span((uintptr_t) trace_stack_init, &self_lo, &self_hi);
+  if (!self_hi) igprof_module_span_at((uintptr_t) trace_stack_init, &self_lo, &self_hi);
   if (atomic_load(&cxa_demangle)) return;
   atomic_store(&cxa_demangle, (demangle_fn) hook_lookup("__cxa_demangle", NULL, library, &size));
 }

@@ -72,7 +72,8 @@ struct igprof_counter_value *igprof_node_counters(struct igprof_node *n)
   if (IGPROF_LIKELY(c)) return c;
   if (IGPROF_UNLIKELY(!atomic_load_explicit(&blocks_made, memory_order_relaxed)))
     atomic_store(&blocks_made, 1);
-  struct igprof_counter_value *fresh = igprof_arena_alloc_lines(sizeof *fresh * IGPROF_MAX_COUNTERS);
+  /* As many entries as counters: the layout is final once a block exists. */
+  struct igprof_counter_value *fresh = igprof_arena_alloc_lines(sizeof *fresh * (size_t) counter_count);
   if (!fresh) return NULL;
   /* Losing the race wastes a little arena, never a count. */
   if (atomic_compare_exchange_strong_explicit(&n->counters, &c, fresh, memory_order_acq_rel,

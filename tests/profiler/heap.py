@@ -387,6 +387,95 @@ def scenario_sizes(a):
         eq((r.returncode, r.stderr), (2, message), ' '.join(options))
 
 
+PAGE = os.sysconf('SC_PAGE_SIZE')
+
+
+def by_caller(d, counter, names):
+    """{the innermost of `names` on the stack: (ticks, value)} of a counter."""
+    out = {}
+    for n in d.nodes:
+        if counter in n.counters:
+            site = next((f for f in n.stack() if f in names), None)
+            t, v, _ = n.counters[counter]
+            prev = out.get(site, (0, 0))
+            out[site] = (prev[0] + t, prev[1] + v)
+    return out
+
+
+def scenario_pages(a):
+    names = ('map_a', 'map_b', 'map_c', 'map_d', 'remap_c', 'grow_brk', 'shrink_brk', 'big_malloc')
+    for options in (['-mm'], ['-mm', '-mp']):
+        what = ' '.join(options)
+        for f in glob.glob('pages.*'):
+            os.unlink(f)
+        r = run([a.igprof, *options, '-o', 'pages.%p', a.heaptest, 'pages'])
+        eq((r.returncode, r.stderr), (0, ''), f'{what}: exit status and stderr')
+        d = igdump.Dump(glob.glob('pages.*')[0])
+        total, live = by_caller(d, 'MMAP_TOTAL', names), by_caller(d, 'MMAP_LIVE', names)
+        mapped = total.pop('big_malloc', (0, 0))
+        eq(mapped[0], 1, f'{what}: malloc of 1 MiB: one mapping, at the malloc call')
+        check(1 << 20 < mapped[1] <= (1 << 20) + 2 * PAGE, f'{what}: 1 MiB and malloc\'s header, in pages: {mapped}')
+        eq(total, {'map_a': (1, 3 * PAGE), 'map_b': (1, 5 * PAGE), 'map_c': (1, 2 * PAGE), 'map_d': (1, PAGE),
+                   'remap_c': (1, 4 * PAGE), 'grow_brk': (1, 10000)}, f'{what}: MMAP_TOTAL')
+        eq({k: v for k, v in live.items() if v != (0, 0)},
+           {'map_a': (1, 3 * PAGE), 'map_b': (2, 4 * PAGE), 'remap_c': (1, 4 * PAGE), 'grow_brk': (1, 6000)},
+           f'{what}: MMAP_LIVE (map_c moved by remap_c, map_d and the malloc unmapped, the break 4000 down)')
+        peaks = {s: n.counters['MMAP_LIVE'][2] for n in d.nodes if 'MMAP_LIVE' in n.counters
+                 for s in [next((f for f in n.stack() if f in names), None)]}
+        eq((peaks['map_b'], peaks['grow_brk']), (5 * PAGE, 10000), f'{what}: MMAP_LIVE peaks')
+        if '-mp' in options:
+            eq(d.by_leaf('MEM_TOTAL')['big_malloc'][:2], [1, 1 << 20], f'{what}: MEM_TOTAL beside')
+
+
+def scenario_lifetimes(a):
+    r, dumps, summaries = profile(a, 'lifetimes', '--lifetimes', '20ms')
+    d = next(iter(dumps.values()))
+    eq(live_by_leaf(d, 'MEM_TEMP'), {'temp_alloc': (2, 300), 'short_alloc': (1, 70), 'regrow_alloc': (1, 10)},
+       'MEM_TEMP: freed before the thread\'s next allocation')
+    eq(live_by_leaf(d, 'MEM_SHORT'), {'temp_alloc': (2, 300), 'short_alloc': (1, 50), 'regrow_alloc': (1, 10)},
+       'MEM_SHORT: freed within 20 ms')
+    ages = {s: v for s, v in live_by_leaf(d, 'MEM_LIFETIME').items()}
+    eq({s: v[0] for s, v in ages.items()}, {'temp_alloc': 2, 'short_alloc': 2, 'long_alloc': 1, 'regrow_alloc': 1},
+       'MEM_LIFETIME: blocks that ended')
+    check(55000 <= ages['long_alloc'][1] <= 1000000, f'long_alloc lived about 60 ms: {ages["long_alloc"]} us')
+    check(55000 <= ages['short_alloc'][1] <= 1000000, f'short_alloc: one block of 60 ms: {ages["short_alloc"]} us')
+    check(ages['temp_alloc'][1] < 20000, f'temp_alloc: ages under a clock tick or two: {ages["temp_alloc"]} us')
+    eq(live_by_leaf(d), {'realloc_site': (1, 20)}, 'MEM_LIVE: the realloc\'ed block')
+    # off by default: no such counters
+    r = run([a.igprof, '-mp', '-o', 'plain.%p', a.heaptest, 'lifetimes'])
+    plain = igdump.Dump(glob.glob('plain.*')[0])
+    eq(sorted(plain.counter_names), ['MEM_LIVE', 'MEM_MAX', 'MEM_PEAK', 'MEM_TOTAL'], 'counters without --lifetimes')
+    r = run([a.igprof, '-mp', '--lifetimes', '20', a.heaptest, 'lifetimes'])
+    eq((r.returncode, r.stderr), (2, 'igprof: --lifetimes: bad argument, expected <n>ms (1..3600000)\n'), 'bad --lifetimes')
+
+
+def scenario_histogram(a):
+    # sizes(): two blocks each of 10, 100, 1000 and 10000 bytes, nothing else
+    r, dumps, summaries = profile(a, 'sizes', '--histogram')
+    d = next(iter(dumps.values()))
+    classes = [n.counters['HEAP_HISTOGRAM'] for n in d.nodes if n.symbol == '@igprof_size_class']
+    eq(sorted(classes), [(2, 20, 8), (2, 200, 64), (2, 2000, 512), (2, 20000, 8192)],
+       'HEAP_HISTOGRAM: (allocations, bytes, smallest size) per class')
+    dump = glob.glob('heap.*')[0]
+    check('igprof_size' not in analyse(a, dump), 'the histogram is not a stack of the reports')
+    r = subprocess.run([a.analyse, '--histogram', dump, dump], capture_output=True, text=True)
+    eq(r.returncode, 0, '--histogram')
+    eq(r.stdout.splitlines()[0], "Allocation sizes: 16 allocations, 44'440 bytes", '--histogram of two dumps: added up')
+    rows = re.findall(r"^\s+([\d']+)\s+([\d']+)\s+([\d']+)\s+([\d.]+)\s+([\d']+)\s+([\d.]+) \|(#*)$", r.stdout, re.M)
+    eq([(lo, hi, n, p, b, q, len(bar)) for lo, hi, n, p, b, q, bar in rows],
+       [('8', '15', '4', '25.00', '40', '0.09', 40), ('64', '127', '4', '25.00', '400', '0.90', 40),
+        ("512", "1'023", '4', '25.00', "4'000", '9.00', 40), ("8'192", "16'383", '4', '25.00', "40'000", '90.01', 40)],
+       '--histogram rows')
+    # with sizes outside --min-size: in the histogram still; none without --histogram
+    r, dumps, summaries = profile(a, 'sizes', '--histogram', '--min-size', '1000')
+    eq(sorted(n.counters['HEAP_HISTOGRAM'][0] for n in next(iter(dumps.values())).nodes
+              if n.symbol == '@igprof_size_class'), [2, 2, 2, 2], 'filtered sizes are in the histogram')
+    r = run([a.igprof, '-mp', '-o', 'plain.%p', a.heaptest, 'sizes'])
+    r = run([a.analyse, '--histogram', glob.glob('plain.*')[0]])
+    eq((r.returncode, r.stderr), (1, 'igprof-analyse: no allocation-size histogram in the input '
+                                     '(igprof -mp --histogram writes one)\n'), '--histogram without one')
+
+
 def analyse(a, *args):
     r = subprocess.run([a.analyse, '-r', 'MEM_PEAK', *args], capture_output=True, timeout=120)
     eq(r.returncode, 0, f'igprof-analyse {" ".join(args)}: {r.stderr[-300:]!r}')

@@ -490,7 +490,11 @@ static void compare(const char *kind, const uintptr_t *fast, int n_fast, int tru
     for (int i = 0; prefix && i < n_ref; i++)
       prefix = fast[i] == ref[i];
     atomic_fetch_add(&frames_compared, n_ref);
-    if (!prefix && lr_frame(kind, fast, n_fast, ref, n_ref, lr0)) {
+    /* ARM32: at a PC the table does not describe yet, where the fast walk
+     * took lr, libunwind's step from the entry before reads through
+     * whatever r11 or sp hold and may fault (A32 code called from libc,
+     * whose r11 is no frame pointer): the documented difference too. */
+    if (lr_frame(kind, fast, n_fast, ref, n_ref, lr0)) {
       atomic_fetch_add(&lr_past_reference, 1);
       return;
     }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -74,6 +75,13 @@ static int threshold(void)
 /* slow: 1000 bytes every 20 ms, 10 times, then all freed: a timeline by
  * time. grow: 20000 blocks of 16 bytes, kept: a timeline by bytes that
  * outgrows its 4096 samples. */
+static void sleep_ms(long ms)
+{
+  struct timespec ts = {ms / 1000, ms % 1000 * 1000000};
+  while (nanosleep(&ts, &ts) != 0)
+    ;
+}
+
 NOINLINE void *slow_alloc(size_t n) { return malloc(n); }
 NOINLINE void *grow_alloc(size_t n) { return malloc(n); }
 
@@ -82,9 +90,7 @@ static int slow(void)
   void *p[10];
   for (int i = 0; i < 10; ++i) {
     p[i] = slow_alloc(1000);
-    struct timespec ts = {0, 20 * 1000 * 1000};
-    while (nanosleep(&ts, &ts) != 0)
-      ;
+    sleep_ms(20);
   }
   for (int i = 0; i < 10; ++i) free(p[i]);
   return 0;
@@ -110,6 +116,66 @@ static int sizes(void)
     free(fn[i]());
     sink = fn[i]();
   }
+  return 0;
+}
+
+/* pages (-mm): mappings and heap growth whose live pages are known; P is
+ * the page size. map_a keeps 3 pages; map_b maps 5 and unmaps the middle
+ * one (two ranges live, 4 pages); map_c maps 2 that remap_c moves to 4;
+ * map_d maps 1 and unmaps it; grow_brk moves the break up 10000 bytes and
+ * shrink_brk down 4000; a malloc of 1 MiB maps (glibc's threshold is
+ * 128 KiB) and its free unmaps. */
+static size_t page;
+NOINLINE void *map_pages(size_t n)
+{
+  return mmap(NULL, n * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+}
+NOINLINE void *map_a(void) { return map_pages(3); }
+NOINLINE void *map_b(void) { return map_pages(5); }
+NOINLINE void *map_c(void) { return map_pages(2); }
+NOINLINE void *map_d(void) { return map_pages(1); }
+NOINLINE void *remap_c(void *p) { return mremap(p, 2 * page, 4 * page, MREMAP_MAYMOVE); }
+NOINLINE void *grow_brk(void) { return sbrk(10000); }
+NOINLINE void *shrink_brk(void) { return sbrk(-4000); }
+NOINLINE void *big_malloc(void) { return malloc(1 << 20); }
+
+static int pages(void)
+{
+  page = (size_t) sysconf(_SC_PAGESIZE);
+  sink = map_a();
+  char *b = map_b();
+  if (munmap(b + 2 * page, page) != 0) return 1;
+  void *c = map_c();
+  if (c == MAP_FAILED || remap_c(c) == MAP_FAILED) return 1;
+  if (munmap(map_d(), page) != 0) return 1;
+  if (grow_brk() == (void *) -1 || shrink_brk() == (void *) -1) return 1;
+  free(big_malloc());
+  return 0;
+}
+
+/* lifetimes (--lifetimes 20ms): temp_alloc's blocks are freed at once
+ * (temporary, short-lived); of short_alloc's, the first is freed at once
+ * after another allocation (short-lived, not temporary), the second 60 ms
+ * later with nothing allocated since (temporary, not short-lived);
+ * long_alloc's lives 60 ms; regrow_alloc's is realloc'ed at once
+ * (temporary, short-lived), the new block kept. */
+NOINLINE void *temp_alloc(size_t n) { return malloc(n); }
+NOINLINE void *short_alloc(size_t n) { return malloc(n); }
+NOINLINE void *long_alloc(size_t n) { return malloc(n); }
+NOINLINE void *regrow_alloc(size_t n) { return malloc(n); }
+NOINLINE void *realloc_site(void *p, size_t n) { return realloc(p, n); }
+
+static int lifetimes(void)
+{
+  free(temp_alloc(100));
+  free(temp_alloc(200));
+  void *l = long_alloc(1000);
+  void *s = short_alloc(50), *s2 = short_alloc(70);
+  free(s);
+  sleep_ms(60);
+  free(l);
+  free(s2);
+  sink = realloc_site(regrow_alloc(10), 20);
   return 0;
 }
 
@@ -210,6 +276,8 @@ int main(int argc, char **argv)
   if (!strcmp(s, "slow")) return slow();
   if (!strcmp(s, "grow")) return grow();
   if (!strcmp(s, "sizes")) return sizes();
+  if (!strcmp(s, "pages")) return pages();
+  if (!strcmp(s, "lifetimes")) return lifetimes();
   fprintf(stderr, "heaptest: unknown scenario %s\n", s);
   return 2;
 }
