@@ -178,6 +178,8 @@ static enum decoded decode_thumb(uintptr_t start, uintptr_t end, struct state *o
         sp_written = 1;
       } else if (h1 == 0x4770) { /* bx lr */
         returns = 1;
+      } else if ((h1 & 0xff87) == 0x4700 || (h1 & 0xff87) == 0x4687) { /* bx rm, mov pc, rm */
+        transfer = 1; /* a tail call through a register, a jump table */
       } else if ((h1 & 0xff87) == 0x4685) { /* mov sp, rm */
         sp_written = 1;
         if (((h1 >> 3) & 15) == 7 && cur.r7_known)
@@ -238,6 +240,8 @@ static enum decoded decode_thumb(uintptr_t start, uintptr_t end, struct state *o
         if (!adjust(&cur, (h2 & 0xff) * 4))
           return D_REFUSED;
         sp_written = 1;
+      } else if ((h1 & 0xfff0) == 0xf8d0 && (h2 >> 12) == 15) { /* ldr.w pc, [rn, #imm] */
+        transfer = 1;
       } else if ((h1 & 0xf800) == 0xf000 && (h2 & 0x8000)) { /* branches, misc control */
         if ((h2 & 0xd000) == 0x9000)
           transfer = 1; /* b.w */
@@ -363,6 +367,9 @@ static enum decoded decode_a32(uintptr_t start, uintptr_t end, struct state *out
       sp_written = 1;
     } else if ((body_w & 0x0fffffff) == 0x012fff1e) { /* bx lr */
       returns = 1;
+    } else if (cond != 0xf && ((body_w & 0x0ffffff0) == 0x012fff10 || (body_w & 0x0feffff0) == 0x01a0f000 ||
+                               ((body_w & 0x0e50f000) == 0x0410f000 && ((w >> 16) & 15) != 13))) {
+      transfer = 1; /* bx rm, mov pc, rm, ldr pc, [rn, ...]: a tail call, a jump table */
     } else if (cond != 0xf && (body_w & 0x0f000000) == 0x0a000000) { /* b */
       transfer = 1;
     } else if (cond != 0xf && (body_w & 0x0f7f0000) == 0x051f0000) { /* ldr rt, [pc, #+-imm] */

@@ -106,6 +106,12 @@ static pthread_mutex_t rebuild_lock = PTHREAD_MUTEX_INITIALIZER;
 /* ---- PC cache (walk_fast_cache.h) ---------------------------------------- */
 
 static _Atomic uint64_t pc_cache[PC_CACHE_SIZE];
+#ifdef FRAME_EHABI_TABLES
+/* ARM32: prologue readings of return addresses (prologue_shape), cleared
+ * with pc_cache. */
+#define SHAPE_CACHE_SIZE 4096u
+static _Atomic uint64_t shape_cache[SHAPE_CACHE_SIZE];
+#endif
 
 /* ---- per-thread state ---------------------------------------------------- */
 
@@ -494,8 +500,14 @@ static int rebuild(void) {
        * retracted by its writer (derive_recipe). The first snapshot finds
        * the cache empty: its pages are not touched. */
       atomic_store_explicit(&current_snapshot, s, memory_order_seq_cst);
-      if (old)
+      if (old) {
         cache_clear(pc_cache);
+#ifdef FRAME_EHABI_TABLES
+        for (uint32_t i = 0; i < SHAPE_CACHE_SIZE; i++)
+          atomic_store_explicit(&shape_cache[i], 0, memory_order_relaxed);
+        atomic_thread_fence(memory_order_seq_cst);
+#endif
+      }
       ok = 1;
     }
   }
@@ -1041,10 +1053,49 @@ static int prologue_leaf_next(const struct walk *w, const struct module_snapshot
   return prologue_next(w, s, pr, 1, lr_raw | 1, next) || prologue_next(w, s, pr, 1, lr_raw, next);
 }
 
+/* arm_prologue_read's answer for a return address (what prologue_step uses
+ * of it: the result, cfa, the save slots, ra_in_lr), from the shape cache
+ * or read and cached: it depends on the code alone. An entry is one word:
+ * bit 0 valid, 1 the mode, 2-3 the result, 4 ra_in_lr, 5-23 pc >> 13 (the
+ * index and this name the pc and mode), 24-39 cfa / 4, 40-47, 48-55,
+ * 56-63 minus ra_at, r7_at, r11_at / 4. Shapes that do not fit are not
+ * cached. A writer that raced a module change takes its entry back, as
+ * derive_recipe does. */
+static enum arm_prologue_result prologue_shape(const struct module_snapshot *s, uintptr_t lo, uintptr_t end,
+                                               int thumb, struct arm_prologue *pr) {
+  uint32_t i = (uint32_t)((end >> 1) ^ (thumb ? SHAPE_CACHE_SIZE / 2 : 0)) & (SHAPE_CACHE_SIZE - 1);
+  uint64_t name = 1u | (uint64_t)(thumb != 0) << 1 | (uint64_t)((end >> 13) & 0x7ffff) << 5;
+  const uint64_t name_mask = 3u | (uint64_t)0x7ffff << 5;
+  uint64_t v = atomic_load_explicit(&shape_cache[i], memory_order_relaxed);
+  if ((v & name_mask) == name) {
+    memset(pr, 0, sizeof *pr);
+    pr->ra_in_lr = (v >> 4) & 1;
+    pr->cfa = (int32_t)((v >> 24) & 0xffff) * 4;
+    pr->ra_at = -(int32_t)((v >> 40) & 0xff) * 4;
+    pr->r7_at = -(int32_t)((v >> 48) & 0xff) * 4;
+    pr->r11_at = -(int32_t)((v >> 56) & 0xff) * 4;
+    return (enum arm_prologue_result)((v >> 2) & 3);
+  }
+  enum arm_prologue_result res = arm_prologue_read(lo, end, thumb, pr);
+  int32_t cfa = res == ARM_PROLOGUE_OK ? pr->cfa : 0, ra = res == ARM_PROLOGUE_OK ? -pr->ra_at : 0;
+  int32_t r7 = res == ARM_PROLOGUE_OK ? -pr->r7_at : 0, r11 = res == ARM_PROLOGUE_OK ? -pr->r11_at : 0;
+  if (((cfa | ra | r7 | r11) & 3) || cfa < 0 || cfa >= 0x40000 || ra < 0 || ra > 1020 || r7 < 0 ||
+      r7 > 1020 || r11 < 0 || r11 > 1020)
+    return res;
+  v = name | (uint64_t)res << 2 | (uint64_t)(res == ARM_PROLOGUE_OK && pr->ra_in_lr) << 4 |
+      (uint64_t)(cfa / 4) << 24 | (uint64_t)(ra / 4) << 40 | (uint64_t)(r7 / 4) << 48 | (uint64_t)(r11 / 4) << 56;
+  atomic_store_explicit(&shape_cache[i], v, memory_order_relaxed);
+  if (atomic_load_explicit(&current_snapshot, memory_order_seq_cst) != s)
+    atomic_compare_exchange_strong(&shape_cache[i], &v, 0);
+  return res;
+}
+
 /* Step a frame no EHABI entry describes (EXIDX_CANTUNWIND, or code
  * outside every entry: FRAME_OUTERMOST) by reading its function's
  * prologue (arm_prologue.c), under the same dlclose guard as a
- * derivation; nothing is cached, the reading is done again each time.
+ * derivation. The reading of a return address's frame is cached
+ * (prologue_shape: it depends on the code alone); its validation is done
+ * at each step, an interrupted frame's reading each time.
  * The prologue is looked for from the frame's PC back to the start of its
  * index entry (the functions before it have entries of their own) or of
  * its module's code. An interrupted frame may also have its return address
@@ -1085,7 +1136,8 @@ static int prologue_step(struct walk *w, uintptr_t lookup_pc) {
   int read_stack = 0;
   for (int i = 0; i < nmodes; i++) {
     struct arm_prologue pr;
-    enum arm_prologue_result res = arm_prologue_read(lo, end, modes[i], &pr);
+    enum arm_prologue_result res = lr_raw ? arm_prologue_read(lo, end, modes[i], &pr)
+                                          : prologue_shape(s, lo, end, modes[i], &pr);
     if (res == ARM_PROLOGUE_REFUSED)
       continue;
     struct arm_prologue leaf;

@@ -57,6 +57,10 @@ int main(void) {
   static const uint16_t t4[] = {0xb510, 0xb082, 0xb118, 0xb002, 0xbd10, 0x2001, 0x2001};
   check("thumb after an epilogue: the body's frame", t4, 12, 1, ARM_PROLOGUE_OK, 16, -4, none, none);
   check("thumb inside the epilogue", t4, 8, 1, ARM_PROLOGUE_OK, 8, -4, none, none);
+  /* a tail call through a register: push {r4, lr}; sub sp, #8; cbz r0, .+8;
+   * add sp, #8; pop.w {r4, lr}; bx r3; movs r0, #1 */
+  static const uint16_t t4b[] = {0xb510, 0xb082, 0xb120, 0xb002, 0xe8bd, 0x4010, 0x4718, 0x2001, 0x2001};
+  check("thumb after a tail call through a register", t4b, 16, 1, ARM_PROLOGUE_OK, 16, -4, none, none);
   /* push {r4, lr}; cmp r0, #0; it eq; popeq {r4, pc}; movs r0, #1 */
   static const uint16_t t5[] = {0xb510, 0x2800, 0xbf08, 0xbd10, 0x2001};
   check("thumb conditional return", t5, 8, 1, ARM_PROLOGUE_OK, 8, -4, none, none);
@@ -100,6 +104,9 @@ int main(void) {
   static const uint32_t a3[] = {0xe92d4810, 0xe28db008, 0xe24dd014, 0xe24bd008, 0xe8bd8810, 0xe3a00001};
   check("a32 sp from fp refused", a3, 16, 0, ARM_PROLOGUE_REFUSED, 0, 0, 0, 0);
   check("a32 after the return: the body's frame", a3, 20, 0, ARM_PROLOGUE_OK, 32, -4, none, -8);
+  /* push {r4, lr}; sub sp, sp, #8; add sp, sp, #8; pop {r4, lr}; bx r3; mov r0, #1 */
+  static const uint32_t a3b[] = {0xe92d4010, 0xe24dd008, 0xe28dd008, 0xe8bd4010, 0xe12fff13, 0xe3a00001, 0xe3a00001};
+  check("a32 after a tail call through a register", a3b, 24, 0, ARM_PROLOGUE_OK, 16, -4, none, none);
   /* push {r4, lr}; ldr r3, [pc, #0]; b .+8; .word 0xe24dd008 (sub sp); mov r0, #1 */
   static const uint32_t a4[] = {0xe92d4010, 0xe59f3000, 0xea000000, 0xe24dd008, 0xe3a00001, 0xe3a00001};
   check("a32 literal skipped", a4, 20, 0, ARM_PROLOGUE_OK, 8, -4, none, none);
