@@ -342,7 +342,9 @@ void igprof_tree_reset_counters(uint32_t mask);
 /* Live table: address -> (node, size), sharded, for MEM_LIVE leaks     */
 /* ------------------------------------------------------------------ */
 
-/* `birth`: when allocated (--lifetimes; 0 otherwise), given back by remove. */
+/* `birth`: when allocated (--lifetimes; 0 otherwise), given back by remove;
+ * kept only after igprof_live_keep_births (before the first insert). */
+void igprof_live_keep_births(void);
 void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size, int64_t birth);
 /* Hint: an insert for addr is coming (see live.c). */
 void igprof_live_prefetch(uintptr_t addr);

@@ -292,7 +292,7 @@ static inline void *mem_calloc_body(const struct mem_chain *c, void *caller, con
   return allocated(p, n * m, caller, frame); /* no overflow: calloc succeeded */
 }
 
-static inline void mem_free_body(const struct mem_chain *c, void *caller, void *p)
+static inline __attribute__((always_inline)) void mem_free_body(const struct mem_chain *c, void *caller, void *p)
 {
   if (!p || !ACTIVE() || !igprof_enter()) {
     CHAIN(c, free)(p);
@@ -629,6 +629,7 @@ static int mem_start(void)
   c_peak = igprof_heap_start(c_total, c_max, c_live);
   if (c_peak < 0) return -1;
   if (lifetimes) {
+    igprof_live_keep_births();
     c_temp = igprof_counter_define("MEM_TEMP", IGPROF_COUNTER_SUM, 0);
     c_short = igprof_counter_define("MEM_SHORT", IGPROF_COUNTER_SUM, 0);
     c_lifetime = igprof_counter_define("MEM_LIFETIME", IGPROF_COUNTER_SUM, 0);

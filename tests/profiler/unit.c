@@ -204,6 +204,7 @@ static void test_live(void)
 {
   pthread_t th[LIVE_THREADS];
   pthread_barrier_init(&live_barrier, NULL, LIVE_THREADS);
+  igprof_live_keep_births(); /* births move with their blocks through grows and shifts */
   igprof_note_threads(); /* what the pthread_create hook does in the runtime */
   for (long t = 0; t < LIVE_THREADS; ++t) pthread_create(&th[t], NULL, live_worker, (void *) t);
   long bad = 0;
