@@ -160,7 +160,10 @@ void igprof_live_prefetch(uintptr_t addr)
   if (slots) __builtin_prefetch(&slots[slot_of(h, mask)], 1);
 }
 
-void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size, int64_t birth)
+/* Insert and remove, with or without the births (a constant in each of
+ * the functions below: plain -mp pays no test for them). */
+static inline __attribute__((always_inline)) void insert(uintptr_t addr, struct igprof_node *node, uint64_t size,
+                                                         int64_t birth, const int born)
 {
   uint64_t h = hash_addr(addr);
   struct live_shard *s = shard_of(h);
@@ -184,11 +187,12 @@ void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size,
   /* An address already present means its free was never seen (e.g. freed
    * through a path we do not hook): the newer block replaces it. */
   s->slots[i] = (struct live_entry){addr, node, size};
-  if (s->births) s->births[i] = birth;
+  if (born) s->births[i] = birth;
   shard_unlock(s, locked);
 }
 
-int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size, int64_t *birth)
+static inline __attribute__((always_inline)) int remove_entry(uintptr_t addr, struct igprof_node **node,
+                                                              uint64_t *size, int64_t *birth, const int born)
 {
   uint64_t h = hash_addr(addr);
   struct live_shard *s = shard_of(h);
@@ -202,10 +206,10 @@ int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size
   /* Locals: a store into births (int64_t) may alias an entry's size for
    * the compiler, which would then read the shard's pointers again. */
   struct live_entry *slots = s->slots;
-  int64_t *births = s->births;
+  int64_t *births = born ? s->births : NULL;
   *node = slots[i].node;
   *size = slots[i].size;
-  if (birth) *birth = births ? births[i] : 0;
+  if (born) *birth = births[i];
   /* Backward-shift deletion: pull later members of the probe run into the
    * hole when their home slot does not lie cyclically within (hole, j]. */
   uint32_t hole = i, j = i;
@@ -216,7 +220,7 @@ int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size
     int movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
     if (movable) {
       slots[hole] = slots[j];
-      if (births) births[hole] = births[j];
+      if (born) births[hole] = births[j];
       hole = j;
     }
   }
@@ -224,6 +228,23 @@ int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size
   s->count--;
   shard_unlock(s, locked);
   return 1;
+}
+
+void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size) { insert(addr, node, size, 0, 0); }
+
+void igprof_live_insert_born(uintptr_t addr, struct igprof_node *node, uint64_t size, int64_t birth)
+{
+  insert(addr, node, size, birth, 1);
+}
+
+int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size)
+{
+  return remove_entry(addr, node, size, NULL, 0);
+}
+
+int igprof_live_remove_born(uintptr_t addr, struct igprof_node **node, uint64_t *size, int64_t *birth)
+{
+  return remove_entry(addr, node, size, birth, 1);
 }
 
 void igprof_live_foreach(void (*fn)(void *arg, uintptr_t addr, struct igprof_node *node, uint64_t size),
