@@ -10,6 +10,7 @@
 #include <libunwind.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@ void igprof_walk_fast_thread_init(void) __attribute__((weak));
 void igprof_walk_fast_modules_changing(void) __attribute__((weak));
 void igprof_walk_fast_modules_changed(void) __attribute__((weak));
 void igprof_walk_fast_modules_closed(void) __attribute__((weak));
+void igprof_walk_fast_set_prologues(int on) __attribute__((weak));
 
 /* Frames of the profiler itself between the walker and the hooked call:
  * the walk asks libunwind for this many more than the depth. */
@@ -160,12 +162,13 @@ void igprof_walk_debug_stats(void)
   igprof_walk_fast_stats(&st);
   igprof_debug("fast walker, this thread: %llu walks (%llu a recorded walk again), %llu frames stepped, "
                "%llu copied from earlier walks, %llu by libunwind, %llu walks stopped; %llu recipes derived, "
-               "%llu addresses without unwind data stepped by frame pointer; %llu system calls",
+               "%llu addresses without unwind data stepped by frame pointer, %llu frames stepped by their prologue; "
+               "%llu system calls",
                (unsigned long long) st.walks, (unsigned long long) st.walks_repeat,
                (unsigned long long) st.frames_fast, (unsigned long long) st.frames_memo,
                (unsigned long long) st.frames_unwinder, (unsigned long long) st.walks_cut,
                (unsigned long long) st.derivations, (unsigned long long) st.guesses,
-               (unsigned long long) st.kernel_calls);
+               (unsigned long long) st.frames_prologue, (unsigned long long) st.kernel_calls);
 }
 
 int igprof_walk_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated)
@@ -188,6 +191,11 @@ void igprof_walk_init(void)
    * cannot, so re-reading their unwind entries costs little. */
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_NONE);
   if (igprof_walk_fast_init) igprof_walk_fast_init();
+  /* IGPROF_WALK_PROLOGUES=0: frames without unwind entries end the walk
+   * (ARM32), as libunwind's do: for comparing the two walkers
+   * (walk.igprof_methods_agree). */
+  const char *prologues = igprof_getenv("IGPROF_WALK_PROLOGUES");
+  if (prologues && igprof_walk_fast_set_prologues) igprof_walk_fast_set_prologues(strcmp(prologues, "0") != 0);
 }
 
 void igprof_walk_thread_init(void)

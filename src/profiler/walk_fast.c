@@ -32,6 +32,9 @@
 #include <libunwind.h>
 
 #include "../arch/frame.h"
+#ifdef FRAME_EHABI_TABLES
+#include "../arch/arm_prologue.h"
+#endif
 #include "eh_frame.h"
 #include "walk_fast_cache.h"
 
@@ -969,6 +972,174 @@ static enum step ehabi_interpret(struct walk *w, uintptr_t pc, struct frame_reci
 }
 #endif
 
+static int read_prologues = 1;
+
+void igprof_walk_fast_set_prologues(int on) { read_prologues = on; }
+
+#ifdef FRAME_EHABI_TABLES
+/* Whether `ra` (as a call leaves it in lr: with the Thumb bit of Thumb
+ * callers) lies in a module's code just after a call. */
+static int prologue_ra_valid(const struct module_snapshot *s, uintptr_t ra) {
+  uintptr_t a = frame_code_address(ra);
+  const struct fast_module *m = module_of(s, a);
+  return m && a >= m->text_start + 4 && module_readable(m, a - 4, 4) && arm_follows_call(ra);
+}
+
+/* Registers of the caller of the frame in w->regs whose shape `pr` is
+ * (from_lr: the return address is in lr; the caller's sp is then sp +
+ * pr->cfa, or sp where no saving push was found at all), validated: the
+ * caller's sp above this frame's (or equal, for a return address still in
+ * lr) and on the stack, every slot read within the walk's bounds, the
+ * return address after a call in a module's code. 0: not so. */
+static int prologue_next(const struct walk *w, const struct module_snapshot *s,
+                         const struct arm_prologue *pr, int from_lr, uintptr_t lr_raw,
+                         struct frame_regs *next) {
+  uintptr_t sp = w->regs.sp, lo = w->stack.lo, top = w->stack.hi - sizeof(uintptr_t);
+  uintptr_t cfa = sp + (uintptr_t)(intptr_t)pr->cfa, ra;
+  if (cfa < sp || cfa > w->stack.hi || (!from_lr && cfa == sp))
+    return 0;
+  if (from_lr) {
+    ra = lr_raw;
+    if (!ra || !prologue_ra_valid(s, ra))
+      return 0;
+  } else {
+    uintptr_t ra_at = cfa + (uintptr_t)(intptr_t)pr->ra_at;
+    if (ra_at < lo || ra_at < sp || ra_at > top)
+      return 0;
+    ra = *(const uintptr_t *)ra_at;
+    if (!prologue_ra_valid(s, ra))
+      return 0;
+  }
+  *next = w->regs;
+  if (pr->r7_at) {
+    uintptr_t at = cfa + (uintptr_t)(intptr_t)pr->r7_at;
+    if (at < lo || at < sp || at > top)
+      return 0;
+    next->fp = *(const uintptr_t *)at;
+  }
+  if (pr->r11_at) {
+    uintptr_t at = cfa + (uintptr_t)(intptr_t)pr->r11_at;
+    if (at < lo || at < sp || at > top)
+      return 0;
+    next->r11 = *(const uintptr_t *)at;
+  }
+  next->pc = frame_code_address(ra);
+  next->sp = cfa;
+  next->lr = 0;
+  return 1;
+}
+
+/* prologue_next with the return address in lr: the Thumb bit of lr is
+ * that of the context where the walk has one (else lr was read without
+ * it: tried as Thumb, then as A32). */
+static int prologue_leaf_next(const struct walk *w, const struct module_snapshot *s,
+                              const struct arm_prologue *pr, uintptr_t lr_raw, uintptr_t end,
+                              struct frame_regs *next) {
+  (void)end;
+  if (lr_raw & 1)
+    return prologue_next(w, s, pr, 1, lr_raw, next);
+  return prologue_next(w, s, pr, 1, lr_raw | 1, next) || prologue_next(w, s, pr, 1, lr_raw, next);
+}
+
+/* Step a frame no EHABI entry describes (EXIDX_CANTUNWIND, or code
+ * outside every entry: FRAME_OUTERMOST) by reading its function's
+ * prologue (arm_prologue.c), under the same dlclose guard as a
+ * derivation; nothing is cached, the reading is done again each time.
+ * The prologue is looked for from the frame's PC back to the start of its
+ * index entry (the functions before it have entries of their own) or of
+ * its module's code. An interrupted frame may also have its return address
+ * still in lr: taken first where no push was found or a return lies
+ * between the push and the PC (the push may be another function's), last
+ * otherwise. 0: the walk ends here, as before. */
+static int prologue_step(struct walk *w, uintptr_t lookup_pc) {
+  if (!read_prologues)
+    return -1;
+  if (atomic_load_explicit(&closes_in_progress, memory_order_seq_cst) != 0)
+    return 0;
+  const struct module_snapshot *s = atomic_load_explicit(&current_snapshot, memory_order_seq_cst);
+  const struct fast_module *m = s ? module_of(s, lookup_pc) : NULL;
+  if (!m)
+    return -1;
+  uintptr_t end = w->regs.pc, lo = m->text_start;
+  struct ehabi_table t;
+  if (module_ehabi(m, &t)) {
+    const uint32_t *entry = ehabi_find(&t, lookup_pc);
+    if (entry && ehabi_prel31(entry) > lo && ehabi_prel31(entry) <= end)
+      lo = ehabi_prel31(entry);
+  }
+  if (!module_readable(m, lo, end - lo))
+    return -1;
+  /* The mode: an interrupted frame's from its context, else Thumb (Debian
+   * armhf's code), then A32 where the PC allows. */
+  int modes[2] = {1, 0}, nmodes = end % 4 == 0 ? 2 : 1;
+  uintptr_t lr_raw = 0;
+  if (w->exact && w->regs.lr) {
+    lr_raw = w->regs.lr;
+    if (w->frame == 0 && w->uc) {
+      lr_raw = (uintptr_t)w->uc->uc_mcontext.arm_lr;
+      modes[0] = (w->uc->uc_mcontext.arm_cpsr & 0x20) != 0;
+      nmodes = 1;
+    }
+  }
+  struct frame_regs next;
+  int read_stack = 0;
+  for (int i = 0; i < nmodes; i++) {
+    struct arm_prologue pr;
+    enum arm_prologue_result res = arm_prologue_read(lo, end, modes[i], &pr);
+    if (res == ARM_PROLOGUE_REFUSED)
+      continue;
+    struct arm_prologue leaf;
+    memset(&leaf, 0, sizeof leaf);
+    leaf.cfa = pr.leaf_cfa;
+    int found = 0;
+    /* A return address's frame called, so it saved lr: only the stack's
+     * slot can be its return address. */
+    read_stack |= lr_raw || (res == ARM_PROLOGUE_OK && !pr.ra_in_lr);
+    if (!lr_raw) {
+      found = res == ARM_PROLOGUE_OK && !pr.ra_in_lr && prologue_next(w, s, &pr, 0, 0, &next);
+    } else if (res == ARM_PROLOGUE_LEAF) {
+      found = pr.leaf_ok && prologue_leaf_next(w, s, &leaf, lr_raw, end, &next);
+    } else if (pr.ra_in_lr) {
+      found = prologue_leaf_next(w, s, &pr, lr_raw, end, &next); /* after an epilogue's pop */
+    } else {
+      /* A return between the push and the PC: the push may be an earlier
+       * function's and this one a leaf. lr is its return address if the
+       * call before it (a direct one) went to code between that return
+       * and the PC, or (an indirect one) lr does not point between the
+       * push and the PC, where it would be a return address of a call
+       * this function made. */
+      int as_leaf = 0;
+      if (pr.crossed_return && pr.leaf_ok) {
+        uintptr_t lr_at = frame_code_address(lr_raw), target;
+        const struct fast_module *lm = module_of(s, lr_at);
+        uintptr_t lr_call = lr_raw;
+        if (lm && lr_at >= lm->text_start + 4 && module_readable(lm, lr_at - 4, 4) &&
+            (arm_follows_call(lr_call) || (!(lr_call & 1) && arm_follows_call(lr_call |= 1)))) {
+          if (arm_call_target(lr_call, &target))
+            as_leaf = frame_code_address(target) > pr.return_at && frame_code_address(target) <= end;
+          else
+            as_leaf = lr_at < pr.push || lr_at > end;
+        }
+      }
+      found = as_leaf ? prologue_leaf_next(w, s, &leaf, lr_raw, end, &next)
+                      : prologue_next(w, s, &pr, 0, 0, &next);
+    }
+    if (found) {
+      struct region stack;
+      if (!region_of(next.sp, 0, &stack))
+        return 0;
+      thread_stats.frames_fast++;
+      thread_stats.frames_prologue++;
+      w->regs = next;
+      w->stack = stack;
+      w->exact = 0;
+      return 1;
+    }
+  }
+  return read_stack ? 0 : -1;
+}
+#endif
+
 /* The general step: any recipe, libunwind for what recipes cannot do. */
 __attribute__((noinline)) static enum step step_slow(struct walk *w) {
   int known;
@@ -995,6 +1166,20 @@ __attribute__((noinline)) static enum step step_slow(struct walk *w) {
     result = STEP_OK;
     break;
   case FRAME_STEP_END:
+#ifdef FRAME_EHABI_TABLES
+    /* A frame no EHABI entry describes: its prologue may. Where the walk
+     * still ends, the end is as certain as a recipe's only if no stack
+     * word was read to decide it (the memo joins through certain ends). */
+    if (rc.kind == FRAME_OUTERMOST) {
+      int stepped = prologue_step(w, lookup_pc);
+      if (stepped > 0) {
+        result = STEP_OK;
+        break;
+      }
+      w->outermost = stepped < 0;
+      return STEP_END;
+    }
+#endif
     w->outermost = 1;
     return STEP_END;
   case FRAME_STEP_UNWINDER:

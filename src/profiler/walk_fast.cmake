@@ -11,8 +11,10 @@ if(NOT TARGET igprof_walk_fast)
     ${CMAKE_CURRENT_LIST_DIR}/eh_frame.c
     ${CMAKE_CURRENT_LIST_DIR}/../arch/${IGPROF_ARCH_NAME}_frame.c)
   if(IGPROF_TARGET_ARM)
-    # ARM32 code carries EHABI tables (.ARM.exidx), not .eh_frame.
-    target_sources(igprof_walk_fast PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../arch/arm_ehabi.c)
+    # ARM32 code carries EHABI tables (.ARM.exidx), not .eh_frame; the
+    # frames they do not describe are read from their prologues.
+    target_sources(igprof_walk_fast PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../arch/arm_ehabi.c
+                   ${CMAKE_CURRENT_LIST_DIR}/../arch/arm_prologue.c)
   endif()
   set_target_properties(igprof_walk_fast PROPERTIES
     POSITION_INDEPENDENT_CODE ON

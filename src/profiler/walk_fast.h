@@ -55,6 +55,12 @@ void igprof_walk_fast_thread_init(void);
  * that installs no such handler) unw_step runs unguarded. */
 void **igprof_unwind_escape_slot(void) __attribute__((weak));
 
+/* ARM32: whether frames without an EHABI entry are stepped by reading
+ * their prologue (the default) or end the walk, as libunwind's do; other
+ * architectures ignore it. Set before walks start: the walks' memos keep
+ * the ends it decided. */
+void igprof_walk_fast_set_prologues(int on);
+
 /* Per-thread counters of the calling thread (for tests, -d and benchmarks). */
 struct walk_fast_stats {
   uint64_t walks;          /* calls of either walk function */
@@ -72,6 +78,8 @@ struct walk_fast_stats {
   uint64_t kernel_calls;   /* system calls made by the walker itself (libunwind's apart) */
   uint64_t frames_interpreted; /* ARM32: of frames_fast, those the EHABI interpreter stepped */
   uint64_t unwinder_faults; /* libunwind steps that faulted and were abandoned */
+  uint64_t frames_prologue; /* ARM32: of frames_fast, those stepped by reading the function's
+                             * prologue (EXIDX_CANTUNWIND, no index entry) */
 };
 void igprof_walk_fast_stats(struct walk_fast_stats *out);
 

@@ -142,6 +142,18 @@ def scenario_unwind(a):
                     prev = stacks.setdefault(method, {}).get(key, (0, 0))
                     stacks[method][key] = (prev[0] + t[0], prev[1] + t[1])
     lu, fast = stacks.get('libunwind', {}), stacks.get('fast', {})
+    # ARM32: past a frame without unwind entries (EXIDX_CANTUNWIND: glibc's
+    # start_thread), where libunwind's walk ends, the fast walker goes on by
+    # reading prologues; its stacks are compared up to libunwind's end (the
+    # longest of libunwind's stacks each begins with), counts summed there.
+    if a.target.machine == target.EM_ARM:
+        cut = {}
+        for (prog, frames), v in fast.items():
+            k = next(((prog, frames[:n]) for n in range(len(frames), 0, -1)
+                      if (prog, frames[:n]) in lu), (prog, frames))
+            prev = cut.get(k, (0, 0))
+            cut[k] = (prev[0] + v[0], prev[1] + v[1])
+        fast = cut
     mine = lambda m: {k: v for k, v in m.items() if any(s.startswith(('do_', 'thread_', '_Z')) for s in k[1])}
     eq(len(mine(lu)) > 10, True, 'stacks compared')
     eq(mine(fast), mine(lu), 'identical stacks and counts with --unwind fast and libunwind')

@@ -24,16 +24,27 @@
 #define KEEP_MISMATCHES 4
 
 static atomic_long points_hook, points_signal, frames_compared, mismatches, samples, garbage_tails,
-    reference_faults, lr_past_reference, libunwind_prefix, guessed_tails;
+    reference_faults, lr_past_reference, libunwind_prefix, guessed_tails, past_by_prologue;
 
 /* Whether the fast walk being compared was libunwind's whole walk (a
  * thread without stack bounds: walk_fast.h's walks_unwinder went up). */
 static __thread int fast_was_libunwind;
 
+/* How many frames of the walk being compared the fast walker stepped by
+ * reading a prologue (ARM32: frames without a table entry, where
+ * libunwind's walk ends). */
+static __thread uint64_t fast_prologue_frames;
+
 static uint64_t walks_by_libunwind(void) {
   struct walk_fast_stats st;
   igprof_walk_fast_stats(&st);
   return st.walks_unwinder;
+}
+
+static uint64_t frames_by_prologue(void) {
+  struct walk_fast_stats st;
+  igprof_walk_fast_stats(&st);
+  return st.frames_prologue;
 }
 
 struct mismatch {
@@ -537,6 +548,20 @@ static void compare(const char *kind, const uintptr_t *fast, int n_fast, int tru
   if (same)
     return;
 #if defined(__arm__)
+  /* ARM32: libunwind ends its walk at a frame without a table entry
+   * (EXIDX_CANTUNWIND, code outside every entry); the fast walker reads
+   * that frame's prologue and goes on (arm_prologue.c). Its walk must
+   * begin with every frame of libunwind's; the frames after are checked
+   * by walk.prologue_*, against the programs' own construction. */
+  if (fast_prologue_frames && !trunc_ref && n_fast > n_ref) {
+    int k = 0;
+    while (k < n_ref && fast[k] == ref[k])
+      k++;
+    if (k == n_ref) {
+      atomic_fetch_add(&past_by_prologue, 1);
+      return;
+    }
+  }
   /* A thread without stack bounds is walked by libunwind itself, under the
    * walker's fault escape: against the reference (libunwind too, with its
    * ARM defects worked around, under its own fault guard) only the frames
@@ -601,8 +626,10 @@ __attribute__((noinline)) void check_here(void) {
   void *caller_ret = __builtin_return_address(0);
   int trunc_fast, trunc_ref;
   uint64_t by_libunwind = walks_by_libunwind();
+  uint64_t by_prologue = frames_by_prologue();
   int n_fast = igprof_walk_fast_from_hook(fast, MAX_FRAMES, caller_ret, &trunc_fast);
   fast_was_libunwind = walks_by_libunwind() != by_libunwind;
+  fast_prologue_frames = frames_by_prologue() - by_prologue;
 
   unw_context_t ctx;
   unw_cursor_t c;
@@ -639,8 +666,10 @@ void check_signal(const ucontext_t *uc) {
   uintptr_t fast[MAX_FRAMES], ref[MAX_FRAMES]; /* on the stack: signal handlers nest */
   int trunc_fast, trunc_ref;
   uint64_t by_libunwind = walks_by_libunwind();
+  uint64_t by_prologue = frames_by_prologue();
   int n_fast = igprof_walk_fast_from_signal(fast, MAX_FRAMES, uc, &trunc_fast);
   fast_was_libunwind = walks_by_libunwind() != by_libunwind;
+  fast_prologue_frames = frames_by_prologue() - by_prologue;
   ucontext_t copy = *uc;
   unw_cursor_t c;
   sigset_t old;
@@ -825,6 +854,10 @@ int check_report(const char *name, long min_frames, long min_signal) {
   igprof_walk_fast_modules(print_module, NULL);
   long tails = atomic_load(&garbage_tails), lr_past = atomic_load(&lr_past_reference);
   long guessed = atomic_load(&guessed_tails);
+  if (atomic_load(&past_by_prologue))
+    printf("%s: %ld walks went on past libunwind's end by reading prologues, equal to it up to "
+           "there\n",
+           name, (long)atomic_load(&past_by_prologue));
   if (atomic_load(&libunwind_prefix))
     printf("%s: %ld walks of a thread without stack bounds (libunwind's own) equal the reference "
            "up to where one of them stopped\n",
