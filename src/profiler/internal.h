@@ -342,12 +342,17 @@ void igprof_tree_reset_counters(uint32_t mask);
 /* Live table: address -> (node, size), sharded, for MEM_LIVE leaks     */
 /* ------------------------------------------------------------------ */
 
-/* `birth`: when allocated (--lifetimes; 0 otherwise), given back by remove. */
-void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size, int64_t birth);
+void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size);
+/* --lifetimes: the same with the block's allocation time, which remove_born
+ * gives back; only after igprof_live_keep_births (before the first insert),
+ * and then for every block. */
+void igprof_live_keep_births(void);
+void igprof_live_insert_born(uintptr_t addr, struct igprof_node *node, uint64_t size, int64_t birth);
 /* Hint: an insert for addr is coming (see live.c). */
 void igprof_live_prefetch(uintptr_t addr);
 /* Returns 1 and the record if addr was live, else 0. */
-int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size, int64_t *birth);
+int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size);
+int igprof_live_remove_born(uintptr_t addr, struct igprof_node **node, uint64_t *size, int64_t *birth);
 /* Call fn for every live block, one shard locked at a time. */
 void igprof_live_foreach(void (*fn)(void *arg, uintptr_t addr, struct igprof_node *node, uint64_t size),
                          void *arg);

@@ -21,16 +21,22 @@ struct live_entry {
   uintptr_t addr; /* 0 = empty */
   struct igprof_node *node;
   uint64_t size;
-  int64_t birth;  /* when allocated (--lifetimes), else 0 */
 };
 
+/* With --lifetimes each block's allocation time sits in `births`, beside
+ * `slots` (same index): without it, entries stay three words, so the
+ * probes of plain -mp read as few cache lines as before. */
 struct live_shard {
   atomic_flag lock;
   uint32_t mask;   /* capacity - 1, 0 before the first insert */
   uint32_t count;
   struct live_entry *slots;
-  char pad[64 - sizeof(atomic_flag) - 2 * sizeof(uint32_t) - sizeof(void *)];
+  int64_t *births; /* NULL without igprof_live_keep_births */
 } __attribute__((aligned(64)));
+
+static int keep_births;
+
+void igprof_live_keep_births(void) { keep_births = 1; }
 
 static struct live_shard shards[SHARD_COUNT];
 
@@ -75,38 +81,48 @@ static inline uint32_t slot_of(uint64_t h, uint32_t mask)
   return ((uint32_t) (h >> 24) + (uint32_t) (h & 0xff)) & mask;
 }
 
-static void place(struct live_entry *slots, uint32_t mask, const struct live_entry *e)
+static void place(struct live_entry *slots, int64_t *births, uint32_t mask, const struct live_entry *e, int64_t birth)
 {
   uint32_t i = slot_of(hash_addr(e->addr), mask);
   while (slots[i].addr) i = (i + 1) & mask;
   slots[i] = *e;
+  if (births) births[i] = birth;
 }
 
 /* The shards' first tables, SHARD_INITIAL entries each, side by side in
  * one mapping made on the first insert: one mmap for all of them, not one
  * per shard (a short process touches most shards with a few blocks each),
  * and a process with few live blocks has a small table to list at dump
- * time. Bigger tables are mappings of their own. */
-static struct live_entry *_Atomic initial_tables;
+ * time. Bigger tables are mappings of their own. The births' first arrays
+ * alike. */
+static void *_Atomic initial_tables, *_Atomic initial_births;
 
-static struct live_entry *initial_table(const struct live_shard *s)
+static void *initial_part(void *_Atomic *all_of, size_t entry, const struct live_shard *s)
 {
-  struct live_entry *all = atomic_load_explicit(&initial_tables, memory_order_acquire);
+  char *all = atomic_load_explicit(all_of, memory_order_acquire);
   if (!all) {
-    size_t bytes = sizeof *all * SHARD_INITIAL * SHARD_COUNT;
-    struct live_entry *fresh = igprof_pages_alloc(bytes);
+    size_t bytes = entry * SHARD_INITIAL * SHARD_COUNT;
+    void *fresh = igprof_pages_alloc(bytes);
     if (!fresh) return NULL;
-    if (atomic_compare_exchange_strong(&initial_tables, &all, fresh)) all = fresh;
-    else igprof_pages_free(fresh, bytes);
+    void *expected = NULL;
+    if (atomic_compare_exchange_strong(all_of, &expected, fresh)) all = fresh;
+    else { igprof_pages_free(fresh, bytes); all = expected; }
   }
-  struct live_entry *t = all + (size_t) (s - shards) * SHARD_INITIAL;
-  memset(t, 0, sizeof *t * SHARD_INITIAL); /* a forked child's may hold the parent's blocks */
+  char *t = all + (size_t) (s - shards) * SHARD_INITIAL * entry;
+  memset(t, 0, entry * SHARD_INITIAL); /* a forked child's may hold the parent's blocks */
   return t;
 }
 
-static void free_table(struct live_entry *slots, uint32_t cap)
+static void *table_alloc(void *_Atomic *initial, size_t entry, uint32_t cap, const struct live_shard *s)
 {
-  if (slots && cap != SHARD_INITIAL) igprof_pages_free(slots, sizeof *slots * cap);
+  return cap == SHARD_INITIAL ? initial_part(initial, entry, s) : igprof_pages_alloc(entry * cap);
+}
+
+static void free_table(struct live_shard *s)
+{
+  uint32_t cap = s->mask + 1;
+  if (s->slots && cap != SHARD_INITIAL) igprof_pages_free(s->slots, sizeof *s->slots * cap);
+  if (s->births && cap != SHARD_INITIAL) igprof_pages_free(s->births, sizeof *s->births * cap);
 }
 
 /* Double the shard (or create it). Returns -1 if no memory: the block then
@@ -114,13 +130,18 @@ static void free_table(struct live_entry *slots, uint32_t cap)
 static int shard_grow(struct live_shard *s)
 {
   uint32_t cap = s->mask ? (s->mask + 1) * 2 : SHARD_INITIAL;
-  struct live_entry *fresh = cap == SHARD_INITIAL ? initial_table(s) : igprof_pages_alloc(sizeof *fresh * cap);
-  if (!fresh) return -1;
+  struct live_entry *fresh = table_alloc(&initial_tables, sizeof *fresh, cap, s);
+  int64_t *births = keep_births ? table_alloc(&initial_births, sizeof *births, cap, s) : NULL;
+  if (!fresh || (keep_births && !births)) {
+    if (fresh && cap != SHARD_INITIAL) igprof_pages_free(fresh, sizeof *fresh * cap);
+    return -1;
+  }
   if (s->mask)
     for (uint32_t i = 0; i <= s->mask; ++i)
-      if (s->slots[i].addr) place(fresh, cap - 1, &s->slots[i]);
-  free_table(s->slots, s->mask + 1);
+      if (s->slots[i].addr) place(fresh, births, cap - 1, &s->slots[i], s->births ? s->births[i] : 0);
+  free_table(s);
   s->slots = fresh;
+  s->births = births;
   s->mask = cap - 1;
   return 0;
 }
@@ -139,7 +160,10 @@ void igprof_live_prefetch(uintptr_t addr)
   if (slots) __builtin_prefetch(&slots[slot_of(h, mask)], 1);
 }
 
-void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size, int64_t birth)
+/* Insert and remove, with or without the births (a constant in each of
+ * the functions below: plain -mp pays no test for them). */
+static inline __attribute__((always_inline)) void insert(uintptr_t addr, struct igprof_node *node, uint64_t size,
+                                                         int64_t birth, const int born)
 {
   uint64_t h = hash_addr(addr);
   struct live_shard *s = shard_of(h);
@@ -162,11 +186,13 @@ void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size,
   if (!s->slots[i].addr) s->count++;
   /* An address already present means its free was never seen (e.g. freed
    * through a path we do not hook): the newer block replaces it. */
-  s->slots[i] = (struct live_entry){addr, node, size, birth};
+  s->slots[i] = (struct live_entry){addr, node, size};
+  if (born) s->births[i] = birth;
   shard_unlock(s, locked);
 }
 
-int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size, int64_t *birth)
+static inline __attribute__((always_inline)) int remove_entry(uintptr_t addr, struct igprof_node **node,
+                                                              uint64_t *size, int64_t *birth, const int born)
 {
   uint64_t h = hash_addr(addr);
   struct live_shard *s = shard_of(h);
@@ -177,26 +203,48 @@ int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size
     if (!s->slots[i].addr) { shard_unlock(s, locked); return 0; }
     i = (i + 1) & mask;
   }
-  *node = s->slots[i].node;
-  *size = s->slots[i].size;
-  if (birth) *birth = s->slots[i].birth;
+  /* Locals: a store into births (int64_t) may alias an entry's size for
+   * the compiler, which would then read the shard's pointers again. */
+  struct live_entry *slots = s->slots;
+  int64_t *births = born ? s->births : NULL;
+  *node = slots[i].node;
+  *size = slots[i].size;
+  if (born) *birth = births[i];
   /* Backward-shift deletion: pull later members of the probe run into the
    * hole when their home slot does not lie cyclically within (hole, j]. */
   uint32_t hole = i, j = i;
   for (;;) {
     j = (j + 1) & mask;
-    if (!s->slots[j].addr) break;
-    uint32_t home = slot_of(hash_addr(s->slots[j].addr), mask);
+    if (!slots[j].addr) break;
+    uint32_t home = slot_of(hash_addr(slots[j].addr), mask);
     int movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
     if (movable) {
-      s->slots[hole] = s->slots[j];
+      slots[hole] = slots[j];
+      if (born) births[hole] = births[j];
       hole = j;
     }
   }
-  s->slots[hole].addr = 0;
+  slots[hole].addr = 0;
   s->count--;
   shard_unlock(s, locked);
   return 1;
+}
+
+void igprof_live_insert(uintptr_t addr, struct igprof_node *node, uint64_t size) { insert(addr, node, size, 0, 0); }
+
+void igprof_live_insert_born(uintptr_t addr, struct igprof_node *node, uint64_t size, int64_t birth)
+{
+  insert(addr, node, size, birth, 1);
+}
+
+int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size)
+{
+  return remove_entry(addr, node, size, NULL, 0);
+}
+
+int igprof_live_remove_born(uintptr_t addr, struct igprof_node **node, uint64_t *size, int64_t *birth)
+{
+  return remove_entry(addr, node, size, birth, 1);
 }
 
 void igprof_live_foreach(void (*fn)(void *arg, uintptr_t addr, struct igprof_node *node, uint64_t size),
@@ -235,8 +283,9 @@ void igprof_live_fork_child(void)
 {
   for (unsigned k = 0; k < SHARD_COUNT; ++k) {
     struct live_shard *s = &shards[k];
-    free_table(s->slots, s->mask + 1);
+    free_table(s);
     s->slots = NULL;
+    s->births = NULL;
     s->mask = 0;
     s->count = 0;
     unlock_always(s);

@@ -157,8 +157,13 @@ static inline __attribute__((always_inline)) void record_from(void *ptr, size_t 
   /* The counter block is usually cold: ask for it, insert the block (its
    * slot was asked for before the walk), then count. */
   __builtin_prefetch(c, 1);
-  int64_t birth = IGPROF_UNLIKELY(extras) ? record_extras(ptr, size) : 0;
-  igprof_live_insert((uintptr_t) ptr, node, size, birth);
+  if (IGPROF_UNLIKELY(extras)) {
+    int64_t birth = record_extras(ptr, size);
+    if (lifetimes) igprof_live_insert_born((uintptr_t) ptr, node, size, birth);
+    else igprof_live_insert((uintptr_t) ptr, node, size);
+  } else {
+    igprof_live_insert((uintptr_t) ptr, node, size);
+  }
   igprof_heap_alloc(node, c, (int64_t) size);
 }
 
@@ -198,9 +203,14 @@ int igprof_mem_counting(void) { return counting; }
 static int forget(void *ptr, void *caller, struct igprof_node **node, uint64_t *size)
 {
   if (IGPROF_UNLIKELY(listener_count)) tell_free(ptr, caller);
-  int64_t birth;
-  if (!counting || !igprof_live_remove((uintptr_t) ptr, node, size, &birth)) return 0;
-  if (IGPROF_UNLIKELY(lifetimes)) lifetime_end(*node, ptr, *size, birth);
+  if (!counting) return 0;
+  if (IGPROF_UNLIKELY(lifetimes)) {
+    int64_t birth;
+    if (!igprof_live_remove_born((uintptr_t) ptr, node, size, &birth)) return 0;
+    lifetime_end(*node, ptr, *size, birth);
+  } else if (!igprof_live_remove((uintptr_t) ptr, node, size)) {
+    return 0;
+  }
   /* The release that follows reads the node and its counter block, both
    * likely cold: ask for the node now, the caller frees in between. */
   __builtin_prefetch(*node);
@@ -292,7 +302,7 @@ static inline void *mem_calloc_body(const struct mem_chain *c, void *caller, con
   return allocated(p, n * m, caller, frame); /* no overflow: calloc succeeded */
 }
 
-static inline void mem_free_body(const struct mem_chain *c, void *caller, void *p)
+static inline __attribute__((always_inline)) void mem_free_body(const struct mem_chain *c, void *caller, void *p)
 {
   if (!p || !ACTIVE() || !igprof_enter()) {
     CHAIN(c, free)(p);
@@ -315,7 +325,9 @@ static inline void *mem_resize(const struct mem_chain *c, void *caller, const vo
   uint64_t old_size = 0;
   if (old && IGPROF_UNLIKELY(listener_count)) tell_free(old, caller);
   int64_t birth = 0;
-  int had = old && counting && igprof_live_remove((uintptr_t) old, &old_node, &old_size, &birth);
+  int had = old && counting
+            && (IGPROF_UNLIKELY(lifetimes) ? igprof_live_remove_born((uintptr_t) old, &old_node, &old_size, &birth)
+                                           : igprof_live_remove((uintptr_t) old, &old_node, &old_size));
   if (had) releasing(old_node, old_size);
   void *p = THROUGH(array ? CHAIN(c, reallocarray)(old, n, m) : CHAIN(c, realloc)(old, n));
   int saved = errno;
@@ -326,7 +338,8 @@ static inline void *mem_resize(const struct mem_chain *c, void *caller, const vo
   } else if (had && size != 0) {
     /* Failed: the old block is still there, unchanged. */
     igprof_tls.releasing = NULL;
-    igprof_live_insert((uintptr_t) old, old_node, old_size, birth);
+    if (lifetimes) igprof_live_insert_born((uintptr_t) old, old_node, old_size, birth);
+    else igprof_live_insert((uintptr_t) old, old_node, old_size);
   } else if (had) {
     /* realloc(p, 0) freed p. */
     release(old_node, old_size);
@@ -629,6 +642,7 @@ static int mem_start(void)
   c_peak = igprof_heap_start(c_total, c_max, c_live);
   if (c_peak < 0) return -1;
   if (lifetimes) {
+    igprof_live_keep_births();
     c_temp = igprof_counter_define("MEM_TEMP", IGPROF_COUNTER_SUM, 0);
     c_short = igprof_counter_define("MEM_SHORT", IGPROF_COUNTER_SUM, 0);
     c_lifetime = igprof_counter_define("MEM_LIFETIME", IGPROF_COUNTER_SUM, 0);

@@ -342,7 +342,8 @@ def scenario_timeline_time(a):
     r, dumps, summaries = profile(a, 'slow', '--timeline', '50ms')
     tl = timeline(next(iter(dumps.values())))
     regular = [t for t, b, n in tl[1:-1] if (b, n) != (10000, 10)]  # the peak may be inserted
-    check(2 <= len(regular) <= 6, f'samples every 50 ms over about 200 ms: {tl}')
+    span = tl[-1][0]  # the run's length as the timeline saw it (longer under emulation)
+    check(2 <= len(regular) <= span // 50000 + 1, f'samples every 50 ms over {span} us: {tl}')
     eq([t2 - t1 >= 50000 for t1, t2 in zip(regular, regular[1:])], [True] * (len(regular) - 1),
        f'samples at least 50 ms apart: {tl}')
     eq(max(b for _, b, _ in tl), 10000, 'the peak, 10 blocks of 1000, is in the timeline')
