@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 /* How far back from the PC the saving push is looked for. */
-#define ARM_PROLOGUE_SCAN 4096u
+#define ARM_PROLOGUE_SCAN 32768u
 
 enum arm_prologue_result {
   ARM_PROLOGUE_OK,      /* the shape of the frame at `end` */
