@@ -20,6 +20,16 @@
 void (*volatile chain_leaf)(void);
 volatile int chain_sink, chain_stop, chain_descend;
 volatile unsigned long chain_spins;
+/* Iterations of busy work each function does before its call (signal
+ * walks then find every function of the chain interrupted in its body). */
+volatile unsigned long chain_work;
+static volatile unsigned long worked;
+
+#define WORK()                                                                                   \
+  do {                                                                                           \
+    for (unsigned long w_ = 0; w_ < chain_work; w_++)                                            \
+      worked++;                                                                                  \
+  } while (0)
 
 KEEP void pc_spin(void) {
   while (!chain_stop)
@@ -27,6 +37,7 @@ KEEP void pc_spin(void) {
 }
 
 KEEP int pc_inner(int x) {
+  WORK();
   chain_leaf();
   return x + chain_sink;
 }
@@ -34,12 +45,14 @@ KEEP int pc_inner(int x) {
 KEEP __attribute__((optimize("no-omit-frame-pointer"))) int pc_fp(int x) {
   volatile int a[4];
   a[x & 3] = x;
+  WORK();
   int r = pc_inner(a[(x + 1) & 3]);
   return r + a[x & 3];
 }
 
 KEEP double pc_vpush(double d, int x) {
   double k = d * 3.5 + chain_sink;
+  WORK();
   int r = pc_fp(x);
   return k * r + d;
 }
@@ -48,6 +61,7 @@ KEEP int pc_cmp(const void *a, const void *b) {
   int x = *(const int *)a, y = *(const int *)b;
   if (chain_descend) {
     chain_descend = 0;
+    WORK();
     chain_sink += (int)pc_vpush(1.5, x);
   }
   return (x > y) - (x < y);
@@ -55,6 +69,7 @@ KEEP int pc_cmp(const void *a, const void *b) {
 
 KEEP int pc_plt(int x) {
   int v[2] = {x + 1, x};
+  WORK();
   qsort(v, 2, sizeof v[0], pc_cmp);
   return v[0] + chain_sink;
 }
@@ -62,6 +77,7 @@ KEEP int pc_plt(int x) {
 KEEP int pc_big(int x) {
   volatile char buf[6000];
   buf[x % 6000] = (char)x;
+  WORK();
   int r = pc_plt(x);
   return r + buf[(x + 1) % 6000];
 }
@@ -69,11 +85,13 @@ KEEP int pc_big(int x) {
 KEEP int pc_sub(int x) {
   volatile int buf[10];
   buf[x % 10] = x;
+  WORK();
   int r = pc_big(x);
   return r + buf[(x + 3) % 10];
 }
 
 KEEP int pc_push(int x) {
+  WORK();
   int r = pc_sub(x + 1);
   return r * 3 + chain_sink;
 }
@@ -85,6 +103,7 @@ KEEP int pc_varargs(int n, ...) {
   for (int i = 0; i < n; i++)
     x += va_arg(ap, int);
   va_end(ap);
+  WORK();
   int r = pc_push(x);
   return r + n;
 }

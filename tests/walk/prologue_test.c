@@ -6,9 +6,11 @@
  * (prologue_chain.c), named by dladdr, in order, up to main.
  *   - hook walks (igprof_walk_fast_from_hook) from the innermost function,
  *     three times;
- *   - signal walks (SIGPROF, ITIMER_PROF) while a leaf of the chain spins:
- *     every walk whose interrupted frame is one of the chain's must give
- *     the rest of the chain from there; at least 20 land in the leaf;
+ *   - signal walks (SIGPROF, ITIMER_PROF) while each function of the chain
+ *     works a while before its call and the leaf spins: every walk whose
+ *     interrupted frame is one of the chain's must give the rest of the
+ *     chain from there; at least 8 functions interrupted, 20 walks in the
+ *     leaf;
  *   - a hook walk with prologue reading off, which must end at the
  *     innermost function, as libunwind's does.
  * Between pc_cmp and pc_plt lie qsort's frames, in libc.so.6: one or more
@@ -26,7 +28,7 @@
 
 extern void (*volatile chain_leaf)(void);
 extern volatile int chain_stop;
-extern volatile unsigned long chain_spins;
+extern volatile unsigned long chain_spins, chain_work;
 int prologue_chain(int x);
 void pc_spin(void);
 
@@ -119,6 +121,7 @@ int main(void) {
     failures++;
   }
   chain_leaf = pc_spin;
+  chain_work = 3000000;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_prof;
@@ -129,7 +132,8 @@ int main(void) {
   run(11);
   struct itimerval off = {{0, 0}, {0, 0}};
   setitimer(ITIMER_PROF, &off, NULL);
-  int in_leaf = 0, checked = 0, outside = 0, bad = 0;
+  chain_work = 0;
+  int in_leaf = 0, checked = 0, outside = 0, bad = 0, functions = 0, seen[N_EXPECTED] = {0};
   for (int k = 0; k < sig_walks; k++) {
     const char *first = sig_n[k] ? name_of(sig_pcs[k][0]) : "(none)";
     int from = -1;
@@ -142,14 +146,19 @@ int main(void) {
     }
     checked++;
     in_leaf += from == 0;
+    functions += seen[from]++ == 0;
     if (!matches("signal walk", sig_pcs[k], sig_n[k], from) && ++bad > 5)
       break;
   }
-  printf("signal walks: %d, %d in the chain checked (%d in the spinning leaf), %d elsewhere, %d wrong; "
-         "%lu spins\n",
-         sig_walks, checked, in_leaf, outside, bad, chain_spins);
+  printf("signal walks: %d, %d in the chain checked (%d in the spinning leaf, %d functions interrupted), "
+         "%d elsewhere, %d wrong; %lu spins\n",
+         sig_walks, checked, in_leaf, functions, outside, bad, chain_spins);
   if (bad) {
     printf("FAIL: %d signal walks differ from the chain\n", bad);
+    failures++;
+  }
+  if (functions < 8) {
+    printf("FAIL: signals interrupted only %d of the chain's functions, expected at least 8\n", functions);
     failures++;
   }
   if (in_leaf < 20) {
