@@ -58,14 +58,16 @@ void report_html(const struct report *r)
   FILE *out = r->out;
   uint32_t *rows;
   size_t n = report_table(r, &rows);
-  const char *unit = r->is_time ? " seconds" : strncmp(r->key, "MEM_", 4) == 0 ? " bytes" : "";
+  const char *unit = counter_unit(r->key, r->is_time);
+  if (strcmp(unit, "counts") == 0) unit = "";
   fprintf(out, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>igprof-analyse: ");
   html_write_string(out, r->key);
   fprintf(out, "</title><style>%s</style></head><body>\n<h1>", style);
   html_write_string(out, r->key);
   fputs("</h1>\n<p>Total: ", out);
   put_value(r, r->flat->totals);
-  fprintf(out, "%s, %" PRId64 " calls.</p>\n<h2>Flat profile</h2>\n", unit, r->flat->totfreq);
+  fprintf(out, "%s%s, %" PRId64 " calls.</p>\n<h2>Flat profile</h2>\n", unit[0] ? " " : "", unit,
+          r->flat->totfreq);
   fprintf(out, "<table>\n<tr><th>Rank</th><th>%s</th><th>Total</th><th>Self</th><th>Calls</th><th>Function</th></tr>\n",
           r->diff ? "delta %" : "% total");
   for (size_t i = 0; i < n; ++i) {

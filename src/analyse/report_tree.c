@@ -173,7 +173,7 @@ void report_top(const struct report *r, size_t n)
   for (uint32_t id = 0; id < t->count; ++id) if (t->nodes[id].cnt > 0) ids[k++] = id;
   sort_tree = t;
   if (k > 1) qsort(ids, k, sizeof(*ids), by_self_desc);
-  const char *unit = r->is_time ? "seconds" : strncmp(r->key, "MEM_", 4) == 0 ? "bytes" : "counts";
+  const char *unit = counter_unit(r->key, r->is_time);
   for (size_t i = 0; i < k && i < n; ++i) {
     char v[64];
     if (r->is_time) format_thousands_2dp(v, sizeof(v), (double) t->nodes[ids[i]].cnt * r->tick_period);

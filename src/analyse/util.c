@@ -346,3 +346,10 @@ void html_write_string(FILE *out, const char *s)
     }
   }
 }
+
+const char *counter_unit(const char *key, int is_time)
+{
+  if (is_time) return "seconds";
+  if (strcmp(key, "MEM_LIFETIME") == 0) return "microseconds";
+  return strncmp(key, "MEM_", 4) == 0 ? "bytes" : "counts";
+}

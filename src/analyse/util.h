@@ -109,6 +109,11 @@ int format_thousands(char *buf, size_t cap, int64_t v);
 /* Format v rounded to 2 decimals with thousands separators ("1'234.50"). */
 int format_thousands_2dp(char *buf, size_t cap, double v);
 
+/* The unit of a counter's values, as reports name it: "seconds" for a
+ * sampled (timed) profile, "microseconds" for MEM_LIFETIME (summed block
+ * ages), "bytes" for the other MEM_* counters, "counts" otherwise. */
+const char *counter_unit(const char *key, int is_time);
+
 /* Length (1-4) of the valid UTF-8 sequence at p, 0 if p does not start one. */
 int utf8_sequence_length(const unsigned char *p);
 

@@ -744,7 +744,7 @@ static void write_histogram(struct dump_ctx *d)
 static void write_header(struct igprof_out *o)
 {
   igprof_out_str(o, "P=(HEX ID=");
-  igprof_out_dec(o, (uint64_t) igprof_state.pid);
+  igprof_out_hex(o, (uint64_t) igprof_state.pid); /* every INT after HEX is hexadecimal */
   igprof_out_str(o, " N=(");
   igprof_out_name(o, igprof_state.invocation[0] ? igprof_state.invocation : igprof_state.program);
   igprof_out_str(o, ") T=");

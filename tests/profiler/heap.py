@@ -442,6 +442,11 @@ def scenario_lifetimes(a):
     check(55000 <= ages['short_alloc'][1] <= 1000000, f'short_alloc: one block of 60 ms: {ages["short_alloc"]} us')
     check(ages['temp_alloc'][1] < 20000, f'temp_alloc: ages under a clock tick or two: {ages["temp_alloc"]} us')
     eq(live_by_leaf(d), {'realloc_site': (1, 20)}, 'MEM_LIVE: the realloc\'ed block')
+    dump = [f for f in glob.glob('heap.*') if f.count('.') == 1][0]
+    for key, unit in (('MEM_LIFETIME', 'microseconds'), ('MEM_TEMP', 'bytes')):
+        top = subprocess.run([a.analyse, '-r', key, '--top', '1', dump], capture_output=True, text=True)
+        check(re.search(rf"^## Entry 1 \([\d']+ {unit}\)$", top.stdout, re.M) is not None,
+              f'--top -r {key}: values in {unit}: {top.stdout[:200]!r}')
     # off by default: no such counters
     r = run([a.igprof, '-mp', '-o', 'plain.%p', a.heaptest, 'lifetimes'])
     plain = igdump.Dump(glob.glob('plain.*')[0])

@@ -7,7 +7,7 @@ so a test using it also checks that the dump is well formed.
 import gzip
 import re
 
-HEADER = re.compile(r'^P=\(HEX ID=(\d+) N=\((.*)\) T=(\d+\.\d{6})\)$')
+HEADER = re.compile(r'^P=\(HEX ID=([0-9a-f]+) N=\((.*)\) T=(\d+\.\d{6})\)$')
 FN = re.compile(r'FN([0-9a-f]+)(?:=\(F([0-9a-f]+)(?:=\(([^)]*)\))?\+([0-9a-f]+) N=\(([^)]*)\)\))?\+(-?[0-9a-f]+)')
 CTR = re.compile(r' V([0-9a-f]+)(?:=\(([A-Z_]+)\))?:\((-?[0-9a-f]+),(-?[0-9a-f]+),(-?[0-9a-f]+)\)((?:;LK=\(0x[0-9a-f]+,[0-9a-f]+\))*)')
 LEAK = re.compile(r';LK=\(0x([0-9a-f]+),([0-9a-f]+)\)')
@@ -42,7 +42,7 @@ class Dump:
         m = HEADER.match(lines[0]) if lines else None
         if not m:
             raise ValueError(f'{path}: bad header {lines[:1]!r}')
-        self.pid, self.program, self.period = int(m.group(1)), unescape(m.group(2)), float(m.group(3))
+        self.pid, self.program, self.period = int(m.group(1), 16), unescape(m.group(2)), float(m.group(3))
         self.root = Node(None, None, '', '<root>')
         self.nodes = []
         files, fns, counters = {}, {}, {}

@@ -88,7 +88,7 @@ def run(igprof, method, argv, tmp):
     for name in os.listdir(outdir):
         with open(os.path.join(outdir, name), errors='replace') as f:
             program = f.readline()
-        program = re.sub(r'ID=[0-9]+|T=[0-9.]+', '', program)
+        program = re.sub(r'ID=[0-9a-f]+|T=[0-9.]+', '', program)
         dumps.append((program, normalise(os.path.join(outdir, name))))
     dumps.sort()
     return [l for program, lines in dumps for l in [program.strip()] + lines], r.stdout
