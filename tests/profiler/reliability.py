@@ -124,11 +124,15 @@ def scenario_python(a):
     for _ in range(a.rounds):
         for f in dumps('igprof.python3.*'):
             os.unlink(f)
+        # "busy" once it has made 200 000 strings (not after a fixed time:
+        # under qemu-user the start-up alone can take a second), then on
+        # until the signal.
         p = subprocess.Popen([a.igprof, '-mp', a.python, '-c',
-                              'import sys\nprint("ready", flush=True)\nx=[str(i)*100 for i in range(10**8)]'],
+                              'x = []\nfor i in range(10**8):\n    x.append(str(i) * 100)\n'
+                              '    if i == 200000: print("busy", flush=True)'],
                              stdout=subprocess.PIPE, text=True)
-        eq(p.stdout.readline(), 'ready\n', 'python started')
-        time.sleep(0.5)
+        eq(p.stdout.readline(), 'busy\n', 'python started')
+        time.sleep(0.1)
         p.send_signal(signal.SIGTERM)
         eq(p.wait(timeout=60), -signal.SIGTERM, 'python: death by SIGTERM kept')
         found = dumps('igprof.python3.*')
