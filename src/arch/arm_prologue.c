@@ -130,6 +130,17 @@ static int adjust(struct state *s, int64_t delta) {
   return 1;
 }
 
+/* A decoding that reached p: the state at the PC (end), if it is there. */
+static enum decoded decoded_at(uintptr_t p, uintptr_t end, const struct state *cur,
+                               struct state *out) {
+  if (p != end)
+    return D_MISALIGNED;
+  if (cur->unknown)
+    return D_REFUSED;
+  *out = *cur;
+  return D_OK;
+}
+
 static enum decoded decode_thumb(uintptr_t start, uintptr_t end, struct state *out) {
   struct state cur, body;
   memset(&cur, 0, sizeof cur);
@@ -307,12 +318,7 @@ static enum decoded decode_thumb(uintptr_t start, uintptr_t end, struct state *o
       body = cur;
     }
   }
-  if (p != end)
-    return D_MISALIGNED;
-  if (cur.unknown)
-    return D_REFUSED;
-  *out = cur;
-  return D_OK;
+  return decoded_at(p, end, &cur, out);
 }
 
 static enum decoded decode_a32(uintptr_t start, uintptr_t end, struct state *out) {
@@ -407,12 +413,7 @@ static enum decoded decode_a32(uintptr_t start, uintptr_t end, struct state *out
     else if (grows && !cur.unknown)
       body = cur;
   }
-  if (p != end)
-    return D_MISALIGNED;
-  if (cur.unknown)
-    return D_REFUSED;
-  *out = cur;
-  return D_OK;
+  return decoded_at(p, end, &cur, out);
 }
 
 /* Whether the halfword(s) at `at` (Thumb) save lr on the stack. */
