@@ -18,6 +18,7 @@ PKGS=(
   libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev   # -mp with other allocators (tests)
   golang-go               # a cgo program under the profiler (tests)
   valgrind                # ms_print reads igprof-analyse --massif output (tests); bench/cachegrind.sh
+  python3-jsonschema jq   # --json output checked against docs/analyse-json.schema.json and read by jq (tests)
 )
 
 missing=()
