@@ -40,7 +40,8 @@ static const char usage[] =
   "  -c, --calls  -p, --paths  -l, --libs   extra columns\n"
   "  -t, --text                text report (default)\n"
   "  -s, --sqlite [FILE.sql3|-]  navigator database, or SQL text with '-' or no FILE\n"
-  "  -js, --json               JSON report\n"
+  "  -js, --json               JSON report (rows as arrays, IgProf's layout)\n"
+  "      --json-objects        JSON report, every row an object with named members\n"
   "  -C, --callgrind FILE      KCachegrind/callgrind file\n"
   "      --flame               collapsed stacks for flame graphs ('a;b;c value')\n"
   "      --html                self-contained HTML report\n"
@@ -66,7 +67,7 @@ struct options {
   const char *sysroot;
   int diff, demangle, gdb, lines, merge_libraries;
   const char *merge_regexp, *merge_ancestors;
-  int show_calls, show_paths, show_libs, ascending;
+  int show_calls, show_paths, show_libs, ascending, json_objects;
   enum output output;
   const char *output_file;
   size_t top;
@@ -209,7 +210,8 @@ static void parse_args(struct options *o, int argc, char **argv)
     else if (is(a, "-c", "--calls")) o->show_calls = 1;
     else if (is(a, "-D", "--diff-mode")) o->diff = 1;
     else if (is(a, "-t", "--text")) o->output = OUT_TEXT;
-    else if (is(a, "-js", "--json")) o->output = OUT_JSON;
+    else if (is(a, "-js", "--json")) { o->output = OUT_JSON; o->json_objects = 0; }
+    else if (is(a, "--json-objects", NULL)) { o->output = OUT_JSON; o->json_objects = 1; }
     else if (is(a, "--flame", NULL)) o->output = OUT_FLAME;
     else if (is(a, "--html", NULL)) o->output = OUT_HTML;
     else if (is(a, "-T", "--tree")) o->output = OUT_TREE;
@@ -362,6 +364,7 @@ int main(int argc, char **argv)
     .key = reader_key(rd), .tick_period = reader_tick_period(rd), .is_time = reader_key_is_time(rd),
     .show_calls = o.show_calls >= 0 ? o.show_calls : strncmp(reader_key(rd), "MEM_", 4) == 0,
     .show_paths = o.show_paths, .show_libs = o.show_libs, .diff = o.diff, .ascending = o.ascending,
+    .json_objects = o.json_objects,
   };
   write_report(&o, &r, rd);
   if (fflush(stdout) != 0 || ferror(stdout)) fatal("error writing the report: %s", strerror(errno));

@@ -24,6 +24,7 @@ struct report {
   int show_calls, show_paths, show_libs;
   int diff;          /* -D */
   int ascending;     /* -o ascending */
+  int json_objects;  /* --json-objects: JSON rows as named objects */
 };
 
 /* Stack-shaped outputs (--flame lines, --top stacks) show at most this many
