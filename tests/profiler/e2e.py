@@ -403,7 +403,7 @@ def scenario_outputs(a):
     # an -o directory that does not exist: refused before the program runs
     r = run([a.igprof, '-mp', '-o', '/nonexistent-dir/prof.%p', a.memtest, 'exit', '5'])
     eq((r.returncode, r.stdout, r.stderr),
-       (2, '', 'igprof: -o /nonexistent-dir/prof.%p: cannot write in /nonexistent-dir: No such file or directory\n'),
+       (125, '', 'igprof: -o /nonexistent-dir/prof.%p: cannot write in /nonexistent-dir: No such file or directory\n'),
        'unwritable -o refused up front')
     # -t: processes whose name does not match are not profiled
     before = set(dumps('igprof.*'))

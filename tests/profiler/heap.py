@@ -195,7 +195,7 @@ def scenario_threshold(a):
     for bad in ('0', '10kb', '-1', 'x', '1.5M', '99999999999G'):
         r = run([a.igprof, '-mp', '--dump-at-peak', bad, a.heaptest, 'threshold'])
         eq((r.returncode, r.stderr),
-           (2, 'igprof: --dump-at-peak: bad argument, expected a size in bytes above 0, suffix k, M or G\n'),
+           (125, 'igprof: --dump-at-peak: bad argument, expected a size in bytes above 0, suffix k, M or G\n'),
            f'--dump-at-peak {bad}')
 
 
