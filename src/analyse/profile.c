@@ -37,6 +37,10 @@ static void symtab_grow(struct symtab *st, size_t need)
   GROW(st->file_of, cap, need);
   cap = st->cap; GROW(st->flags, cap, need);
   cap = st->cap; GROW(st->display, cap, need);
+  cap = st->cap; GROW(st->function_of, cap, need);
+  cap = st->cap; GROW(st->source_of, cap, need);
+  cap = st->cap; GROW(st->line_of, cap, need);
+  cap = st->cap; GROW(st->offset_of, cap, need);
   st->cap = cap;
 }
 
@@ -45,6 +49,7 @@ void symtab_init(struct symtab *st, int demangle)
   memset(st, 0, sizeof(*st));
   strpool_init(&st->names);
   strpool_init(&st->files);
+  strpool_init(&st->functions);
   idmap_init(&st->recursion);
   st->demangle = demangle;
   symtab_file(st, "", 0);
@@ -58,8 +63,10 @@ void symtab_free(struct symtab *st)
       if (st->display[i] && st->display[i] != strpool_get(&st->names, (uint32_t) i)) free((char *) st->display[i]);
   strpool_free(&st->names);
   strpool_free(&st->files);
+  strpool_free(&st->functions);
   idmap_free(&st->recursion);
   free(st->file_of); free(st->flags); free(st->display);
+  free(st->function_of); free(st->source_of); free(st->line_of); free(st->offset_of);
   memset(st, 0, sizeof(*st));
 }
 
@@ -74,6 +81,26 @@ static void symtab_new_symbol(struct symtab *st, uint32_t id, uint32_t file, uin
   st->file_of[id] = file;
   st->flags[id] = flags;
   st->display[id] = NULL;
+  st->function_of[id] = 0;
+  st->source_of[id] = 0;
+  st->line_of[id] = 0;
+  st->offset_of[id] = UINT64_MAX;
+}
+
+void symtab_set_source(struct symtab *st, uint32_t sym, const char *function, const char *source, int line)
+{
+  if (st->function_of[sym]) return;
+  st->function_of[sym] = strpool_intern(&st->functions, function, strlen(function)) + 1;
+  if (source && *source) {
+    st->source_of[sym] = symtab_file(st, source, strlen(source));
+    st->line_of[sym] = line > 0 ? (uint32_t) line : 0;
+  }
+}
+
+const char *symtab_function(struct symtab *st, uint32_t sym)
+{
+  uint32_t f = st->function_of[sym];
+  return f ? strpool_get(&st->functions, f - 1) : symtab_display(st, sym);
 }
 
 uint32_t symtab_symbol(struct symtab *st, const char *name, size_t len, uint32_t file)
@@ -98,6 +125,16 @@ uint32_t symtab_recursion(struct symtab *st, uint32_t sym, uint32_t k)
   free(buf);
   symtab_new_symbol(st, id, st->file_of[sym], 0);
   idmap_put(&st->recursion, key, id);
+  st->offset_of[id] = st->offset_of[sym];
+  if (st->function_of[sym]) {
+    /* name'k of a resolved function: its function is function'k, at the same place */
+    const char *fn = symtab_function(st, sym);
+    n = strlen(fn);
+    buf = xmalloc(n + 16);
+    snprintf(buf, n + 16, "%s'%u", fn, k);
+    symtab_set_source(st, id, buf, symtab_file_name(st, st->source_of[sym]), (int) st->line_of[sym]);
+    free(buf);
+  }
   return id;
 }
 

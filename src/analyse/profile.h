@@ -24,6 +24,12 @@ struct symtab {
   uint32_t *file_of;      /* symbol -> file */
   uint8_t *flags;         /* symbol -> enum symbol_flags */
   const char **display;   /* symbol -> demangled name (lazy, NULL = not computed) */
+  /* Where a symbol's code is, when -g found it (callgrind, pprof): */
+  uint32_t *function_of;  /* symbol -> its function's name in `functions` + 1; 0: the symbol's name */
+  uint32_t *source_of;    /* symbol -> its source file's id in `files` (0: unknown; --lines) */
+  uint32_t *line_of;      /* symbol -> its source line (0: unknown; --lines) */
+  uint64_t *offset_of;    /* symbol -> the first call site's offset in its file (UINT64_MAX: none) */
+  struct strpool functions;
   size_t cap;
   int demangle;           /* -d: show demangled names */
   uint32_t spontaneous;   /* the synthetic root symbol */
@@ -43,6 +49,17 @@ static inline const char *symtab_file_name(const struct symtab *st, uint32_t fil
 uint32_t symtab_recursion(struct symtab *st, uint32_t sym, uint32_t k);
 /* The name shown in reports: demangled with -d, raw otherwise. */
 const char *symtab_display(struct symtab *st, uint32_t sym);
+/* Record what -g found for `sym` (the first record wins): its function's
+ * bare name and, with --lines, source file and line. */
+void symtab_set_source(struct symtab *st, uint32_t sym, const char *function, const char *source, int line);
+/* Record the offset in its file where `sym` was first seen. */
+static inline void symtab_set_offset(struct symtab *st, uint32_t sym, uint64_t offset)
+{
+  if (st->offset_of[sym] == UINT64_MAX) st->offset_of[sym] = offset;
+}
+/* The function of `sym` as callgrind and pprof name it: without " at
+ * file:line" (symtab_display otherwise). */
+const char *symtab_function(struct symtab *st, uint32_t sym);
 /* Library path of a symbol as shown by -l and the databases. */
 const char *symtab_file_display(const struct symtab *st, uint32_t sym);
 

@@ -376,14 +376,19 @@ static void define_frame(struct reader *rd, int64_t id, const char *name, uint32
   f.first = (uint32_t) rd->nframe_syms;
   f.profiler = strstr(path, "libigprof") != NULL;
   int unnamed = name[0] == '@' && name[1] == '?';
-  const char *resolved[RESOLVE_MAX_FRAMES];
+  struct resolved_frame resolved[RESOLVE_MAX_FRAMES];
   size_t n = 0;
   if (rd->opt.resolver && *path && fileoff >= 0)
     n = resolver_lookup(rd->opt.resolver, path, (uint64_t) fileoff, resolved);
   if (n) {
-    f.raw_sym = symtab_symbol(st, resolved[0], strlen(resolved[0]), file);
-    add_frame_sym(rd, f.raw_sym);
-    for (size_t i = 1; i < n; ++i) add_frame_sym(rd, symtab_symbol(st, resolved[i], strlen(resolved[i]), file));
+    for (size_t i = 0; i < n; ++i) {
+      const struct resolved_frame *r = &resolved[i];
+      uint32_t sym = symtab_symbol(st, r->name, strlen(r->name), file);
+      symtab_set_source(st, sym, r->function, r->source, r->line);
+      if (fileoff >= 0) symtab_set_offset(st, sym, (uint64_t) fileoff);
+      if (i == 0) f.raw_sym = sym;
+      add_frame_sym(rd, sym);
+    }
   } else {
     const char *shown = name;
     if (unnamed && rd->opt.resolver && *path) {
@@ -399,6 +404,7 @@ static void define_frame(struct reader *rd, int64_t id, const char *name, uint32
       shown = buf;
     }
     f.raw_sym = symtab_symbol(st, shown, strlen(shown), file);
+    if (fileoff >= 0) symtab_set_offset(st, f.raw_sym, (uint64_t) fileoff);
     add_frame_sym(rd, f.raw_sym);
   }
   f.count = (uint32_t) rd->nframe_syms - f.first;

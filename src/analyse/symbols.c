@@ -35,8 +35,8 @@ struct resolver {
   struct strpool paths;    /* path -> index into modules */
   struct module *modules;
   size_t cap;
-  char *names[RESOLVE_MAX_FRAMES];
-  size_t name_cap[RESOLVE_MAX_FRAMES];
+  char *names[RESOLVE_MAX_FRAMES], *functions[RESOLVE_MAX_FRAMES];
+  size_t name_cap[RESOLVE_MAX_FRAMES], function_cap[RESOLVE_MAX_FRAMES];
   char *versionless; size_t versionless_cap;
   char *sysroot; /* or NULL */
 };
@@ -70,7 +70,10 @@ void resolver_free(struct resolver *r)
   if (!r) return;
   for (size_t i = 0; i < r->paths.count; ++i)
     if (r->modules[i].dwfl) dwfl_end(r->modules[i].dwfl);
-  for (size_t i = 0; i < RESOLVE_MAX_FRAMES; ++i) free(r->names[i]);
+  for (size_t i = 0; i < RESOLVE_MAX_FRAMES; ++i) {
+    free(r->names[i]);
+    free(r->functions[i]);
+  }
   for (size_t i = 0; i < r->paths.count; ++i) free(r->modules[i].path);
   free(r->versionless);
   free(r->sysroot);
@@ -136,7 +139,18 @@ static struct module *resolver_module(struct resolver *r, const char *path)
   return &r->modules[id];
 }
 
-static const char *set_name(struct resolver *r, size_t i, const char *name, const char *file, int line)
+static char *copy_into(char **buf, size_t *cap, const char *s)
+{
+  size_t need = strlen(s) + 1;
+  if (*cap < need) {
+    *buf = xrealloc(*buf, need);
+    *cap = need;
+  }
+  return memcpy(*buf, s, need);
+}
+
+/* Frame i: the function `name` at `file`:`line` (no file: no line). */
+static void set_frame(struct resolver *r, size_t i, struct resolved_frame *f, const char *name, const char *file, int line)
 {
   const char *shown = r->demangle ? demangle_name(name) : name;
   const char *base = file ? strrchr(file, '/') : NULL;
@@ -148,8 +162,11 @@ static const char *set_name(struct resolver *r, size_t i, const char *name, cons
   }
   if (base && line > 0) snprintf(r->names[i], need, "%s at %s:%d", shown, base, line);
   else snprintf(r->names[i], need, "%s", shown);
+  f->name = r->names[i];
+  f->function = copy_into(&r->functions[i], &r->function_cap[i], shown);
+  f->source = file;
+  f->line = file ? line : 0;
   if (shown != name) free((char *) shown);
-  return r->names[i];
 }
 
 static const char *die_function_name(Dwarf_Die *die)
@@ -179,7 +196,7 @@ static const char *die_call_file(Dwarf_Die *cudie, Dwarf_Die *die, int *line)
 /* Fill frames for an address inside function `symname`, outermost first:
  * the function itself, then each inlined call, innermost last. */
 static size_t resolve_inlines(struct resolver *r, struct module *m, Dwarf_Addr addr,
-                              const char *symname, const char **names)
+                              const char *symname, struct resolved_frame *frames)
 {
   Dwarf_Die *scopes = NULL, *inl[RESOLVE_MAX_FRAMES];
   Dwarf_Addr dbias = 0;
@@ -199,15 +216,15 @@ static size_t resolve_inlines(struct resolver *r, struct module *m, Dwarf_Addr a
   size_t n = (size_t) ninl + 1;
   for (int k = 0; k < ninl; ++k) {
     size_t slot = n - 1 - (size_t) k;   /* innermost goes last */
-    names[slot] = set_name(r, slot, die_function_name(inl[k]), file, line);
+    set_frame(r, slot, &frames[slot], die_function_name(inl[k]), file, line);
     file = die_call_file(cudie, inl[k], &line);
   }
-  names[0] = set_name(r, 0, symname, file, line);
+  set_frame(r, 0, &frames[0], symname, file, line);
   free(scopes);
   return n;
 }
 
-size_t resolver_lookup(struct resolver *r, const char *path, uint64_t offset, const char **names)
+size_t resolver_lookup(struct resolver *r, const char *path, uint64_t offset, struct resolved_frame *frames)
 {
   struct module *m = resolver_module(r, path);
   if (!m->mod) return 0;
@@ -229,7 +246,18 @@ size_t resolver_lookup(struct resolver *r, const char *path, uint64_t offset, co
     r->versionless[n] = 0;
     name = r->versionless;
   }
-  if (r->with_lines) return resolve_inlines(r, m, addr, name, names);
-  names[0] = set_name(r, 0, name, NULL, 0);
+  if (r->with_lines) return resolve_inlines(r, m, addr, name, frames);
+  set_frame(r, 0, &frames[0], name, NULL, 0);
+  return 1;
+}
+
+int resolver_build_id(struct resolver *r, const char *path, char *buf, size_t cap)
+{
+  struct module *m = resolver_module(r, path);
+  const unsigned char *bits;
+  GElf_Addr vaddr;
+  int n = m->mod ? dwfl_module_build_id(m->mod, &bits, &vaddr) : 0;
+  if (n <= 0 || cap < (size_t) n * 2 + 1) return 0;
+  for (int i = 0; i < n; ++i) snprintf(buf + 2 * i, 3, "%02x", bits[i]);
   return 1;
 }

@@ -12,6 +12,14 @@
 
 struct resolver;
 
+/* One frame found for an address. Strings are owned by the resolver. */
+struct resolved_frame {
+  const char *name;       /* as reports show it: with lines "function at file.c:42" */
+  const char *function;   /* the function alone (demangled if asked) */
+  const char *source;     /* with lines: the source file's path from DWARF, or NULL */
+  int line;               /* with lines: its line, 0 when unknown */
+};
+
 /* with_lines: append " at FILE:LINE" and expand inline frames.
  * demangle: return demangled names. sysroot (or NULL): a directory where
  * each ELF file named in the dump, and the debug files of /usr/lib/debug,
@@ -21,11 +29,16 @@ void resolver_free(struct resolver *r);
 
 /* Resolve `offset` (address minus the library's load base, as the dump
  * records it) inside the ELF file `path`. On success returns the number of
- * frames (outermost first; more than one only for inlined code) and points
- * names[i] at strings owned by the resolver, valid until the next call.
- * Returns 0 when the file cannot be read or no symbol covers the address. */
+ * frames (outermost first; more than one only for inlined code) and fills
+ * frames[0..n) with strings valid until the next call. Returns 0 when the
+ * file cannot be read or no symbol covers the address. */
 size_t resolver_lookup(struct resolver *r, const char *path, uint64_t offset,
-                       const char **names);
+                       struct resolved_frame *frames);
+
+/* The GNU build id of the ELF file `path` (read as resolver_lookup reads
+ * it: under the sysroot first) as lower-case hex in buf; returns 0 when the
+ * file cannot be read or has no build id. */
+int resolver_build_id(struct resolver *r, const char *path, char *buf, size_t cap);
 
 /* Demangled form of a C++ name in a new string, or `name` itself when it is
  * not a mangled name (never NULL; result lives as long as the program). */

@@ -16,6 +16,16 @@ __attribute__((noinline)) static void probe(void) { probe_ret = __builtin_return
 static inline __attribute__((always_inline)) void inl(void) { probe(); }
 __attribute__((noinline)) static void outer2(void) { inl(); __asm__ volatile(""); }
 
+/* stitched() calls probe() from three lines, the middle one in code its
+ * body includes from another file: one function, two source files. */
+static void *volatile site_a, *volatile site_b, *volatile site_c;
+__attribute__((noinline)) static void stitched(void)
+{
+  probe(); site_a = probe_ret;
+#include "symprog_part.inc"
+  probe(); site_c = probe_ret;
+}
+
 static void show(const char *name, void *fn, size_t size_hint)
 {
   Dl_info info;
@@ -32,5 +42,9 @@ int main(int argc, char **argv)
   show("main", (void *) main, 0);
   outer2();
   show("inlined_site", (char *) probe_ret - 1, 0);
+  stitched();
+  show("site_a", (char *) site_a - 1, 0);
+  show("site_b", (char *) site_b - 1, 0);
+  show("site_c", (char *) site_c - 1, 0);
   return _Z5gammai(argc) == 0;
 }
