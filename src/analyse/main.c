@@ -55,7 +55,8 @@ static const char usage[] =
   "      --histogram           the allocations' sizes by power of two (a dump of\n"
   "                            igprof -mp --histogram; several are added up)\n"
   "  -v, --verbose             progress on stderr\n"
-  "  -h, --help                this text\n";
+  "  -h, --help                this text\n"
+  "      --version             igprof's version\n";
 
 enum output { OUT_TEXT, OUT_SQLITE, OUT_JSON, OUT_CALLGRIND, OUT_FLAME, OUT_TOP, OUT_TREE, OUT_HTML, OUT_TIMELINE,
               OUT_MASSIF, OUT_HISTOGRAM, OUT_PPROF };
@@ -198,6 +199,7 @@ static void parse_args(struct options *o, int argc, char **argv)
     const char *a = argv[i];
     if (!strcmp(a, "--")) { while (++i < argc) add_input(o, argv[i]); break; }
     if (is(a, "-h", "--help")) { fputs(usage, stdout); exit(0); }
+    if (is(a, "--version", NULL)) { puts("igprof-analyse (igprof) " IGPROF_VERSION); exit(0); }
     if (parse_valued(o, argc, argv, &i)) continue;
     if (is(a, "-v", "--verbose")) o->read.verbose = 1;
     else if (is(a, "-g", "--gdb")) o->gdb = 1;

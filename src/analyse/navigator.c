@@ -35,7 +35,8 @@ static const char usage[] =
   "  -p, --port PORT       port to listen on (default 8080; 0 picks a free one)\n"
   "  -a, --address ADDR    IPv4 address to listen on (default 127.0.0.1)\n"
   "  -t, --timeout SECONDS time a client has for one request and its answer (default 10)\n"
-  "  -h, --help            this text\n";
+  "  -h, --help            this text\n"
+  "      --version         igprof's version\n";
 
 #define MAX_ROWS 1000          /* rows of one table on a page */
 #define MAX_CONNECTIONS 64     /* more are refused until one ends */
@@ -432,6 +433,7 @@ int main(int argc, char **argv)
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 0; }
+    if (!strcmp(a, "--version")) { puts("igprof-navigator (igprof) " IGPROF_VERSION); return 0; }
     int valued = !strcmp(a, "-p") || !strcmp(a, "--port") || !strcmp(a, "-a") || !strcmp(a, "--address")
                  || !strcmp(a, "-t") || !strcmp(a, "--timeout");
     if (valued && i + 1 >= argc) fatal("option %s needs an argument (see --help)", a);

@@ -77,11 +77,15 @@ static int usage(FILE *f, int rc)
 {
   fprintf(f,
           "usage: igprof-hookcheck [-v] [--far] LIB...\n"
+          "       igprof-hookcheck --help | --version\n"
           "Hooks every exported function of each library in scratch child processes\n"
           "and prints 'LIB: hookable N of M (P%%)' followed by every refusal and its\n"
-          "reason. LIB is a soname (libc.so.6) or a path. -v also lists hooked functions.\n"
-          "--far refuses trampoline memory within near-jump reach, so that every hook\n"
-          "takes the absolute-jump patch.\n");
+          "reason. LIB is a soname (libc.so.6) or a path.\n"
+          "  -v          also list the hooked functions\n"
+          "  --far       refuse trampoline memory within near-jump reach, so that every\n"
+          "              hook takes the absolute-jump patch\n"
+          "  -h, --help  this text\n"
+          "  --version   igprof's version\n");
   return rc;
 }
 
@@ -437,6 +441,10 @@ int main(int argc, char **argv)
   int first = 1;
   if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
     return usage(stdout, 0);
+  if (argc > 1 && !strcmp(argv[1], "--version")) {
+    puts("igprof-hookcheck (igprof) " IGPROF_VERSION);
+    return 0;
+  }
   for (; first < argc; first++) {
     if (!strcmp(argv[first], "-v"))
       verbose = 1;

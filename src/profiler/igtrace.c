@@ -5,7 +5,8 @@
  * Builds $IGTRACE (the $IGPROF grammar, see src/profiler/trace.c for the
  * tokens), preloads libigprof.so found next to this executable, runs the
  * program and exits with its status. Every option error is reported, with
- * exit status 2, before anything runs. docs/igtrace.md has the line formats.
+ * exit status 125 (LAUNCH_EXIT_ERROR), before anything runs. docs/igtrace.md
+ * has the line formats.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -62,7 +63,8 @@ static void usage(FILE *f)
              "-r free drops FREE lines. Fields match as substrings.\n"
              "Output goes to a copy of stderr taken at start-up, one write per event.\n"
              "igtrace execs the program: its exit status or death by a signal is igtrace's.\n"
-             "See docs/igtrace.md.\n");
+             "127: not found, 126: cannot run, 125: igtrace's own errors (nothing ran).\n"
+             "See igtrace(1), and igtrace.md in the documentation directory (share/doc/igprof).\n");
 }
 
 int main(int argc, char **argv)
@@ -78,7 +80,7 @@ int main(int argc, char **argv)
   if (i >= argc) {
     fprintf(stderr, "igtrace: no program to run\n");
     usage(stderr);
-    return 2;
+    return LAUNCH_EXIT_ERROR;
   }
   if (!events) { /* IgProf's default */
     size_t len = text ? strlen(text) : 0;
@@ -91,13 +93,13 @@ int main(int argc, char **argv)
    * Per-process names (%p) are created by each process: check their directory. */
   if (output && !strstr(output, "%p")) {
     FILE *f = fopen(output, "w");
-    if (!f) launch_die(2, "-o %s: cannot write: %m", output);
+    if (!f) launch_die(LAUNCH_EXIT_ERROR, "-o %s: cannot write: %m", output);
     fclose(f);
   } else {
     launch_check_output_dir("-o", output);
   }
   launch_check_program(program);
-  if (setenv("IGTRACE", text, 1) != 0) launch_die(2, "cannot set IGTRACE");
+  if (setenv("IGTRACE", text, 1) != 0) launch_die(LAUNCH_EXIT_ERROR, "cannot set IGTRACE");
   launch_preload(lib);
   return launch_run(program, argc - i, argv + i);
 }

@@ -16,7 +16,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define LIBRARY_RELATIVE "/../lib/igprof/libigprof.so"
+/* The runtime's directory relative to the launchers' (CMake: from
+ * CMAKE_INSTALL_BINDIR to CMAKE_INSTALL_LIBDIR/igprof, e.g. "../lib/igprof"
+ * or "../lib/x86_64-linux-gnu/igprof"). */
+#ifndef IGPROF_RUNTIME_FROM_BIN
+#error "IGPROF_RUNTIME_FROM_BIN is set by src/profiler/CMakeLists.txt"
+#endif
+#define LIBRARY_RELATIVE "/" IGPROF_RUNTIME_FROM_BIN "/libigprof.so"
 
 const char *launch_tool = "igprof";
 
@@ -37,7 +43,7 @@ void launch_append_token(char **text, size_t *len, const char *token, const char
   if (arg) igprof_options_quote(quoted, sizeof quoted, arg);
   size_t need = strlen(token) + (arg ? strlen(quoted) : 0) + 2;
   *text = realloc(*text, *len + need + 1);
-  if (!*text) launch_die(2, "out of memory");
+  if (!*text) launch_die(LAUNCH_EXIT_ERROR, "out of memory");
   if (*len) (*text)[(*len)++] = ' ';
   const char *pct = strstr(token, "%s");
   if (pct && arg) {
@@ -67,7 +73,8 @@ void launch_print_options(FILE *f, const struct launch_option *table, size_t cou
              o->arg_name ? " " : "", o->arg_name ? o->arg_name : "");
     fprintf(f, "  %-*s %s%s\n", width, left, o->help, o->available ? "" : " [not implemented yet]");
   }
-  fprintf(f, "  %-*s %s\n\n", width, "-h, --help", "show this help");
+  fprintf(f, "  %-*s %s\n", width, "-h, --help", "show this help");
+  fprintf(f, "  %-*s %s\n\n", width, "--version", "show the version");
 }
 
 int launch_parse(int argc, char **argv, const struct launch_option *table, size_t count,
@@ -84,14 +91,18 @@ int launch_parse(int argc, char **argv, const struct launch_option *table, size_
       usage(stdout);
       exit(0);
     }
+    if (strcmp(arg, "--version") == 0) {
+      printf("%s (igprof) %s\n", launch_tool, IGPROF_VERSION);
+      exit(0);
+    }
     const struct launch_option *o = launch_find_option(table, count, arg);
-    if (!o) launch_die(2, "unknown option '%s' (see %s --help)", arg, launch_tool);
-    if (!o->available) launch_die(2, "%s: %s is not implemented yet", arg, o->help);
+    if (!o) launch_die(LAUNCH_EXIT_ERROR, "unknown option '%s' (see %s --help)", arg, launch_tool);
+    if (!o->available) launch_die(LAUNCH_EXIT_ERROR, "%s: %s is not implemented yet", arg, o->help);
     const char *value = NULL;
     if (o->arg_name) {
-      if (i + 1 >= argc) launch_die(2, "%s needs an argument (%s)", arg, o->expect);
+      if (i + 1 >= argc) launch_die(LAUNCH_EXIT_ERROR, "%s needs an argument (%s)", arg, o->expect);
       value = argv[++i];
-      if (o->check && !o->check(value)) launch_die(2, "%s: bad argument, expected %s", arg, o->expect);
+      if (o->check && !o->check(value)) launch_die(LAUNCH_EXIT_ERROR, "%s: bad argument, expected %s", arg, o->expect);
     }
     if (output_token && strncmp(o->token, output_token, strlen(output_token)) == 0) *output = value;
     launch_append_token(text, &len, o->token, value);
@@ -116,7 +127,7 @@ char *launch_resolve_program(const char *prog)
     const char *colon = strchr(p, ':');
     size_t n = colon ? (size_t) (colon - p) : strlen(p);
     char *cand;
-    if (asprintf(&cand, "%.*s%s%s", (int) n, p, n ? "/" : "", prog) < 0) launch_die(2, "out of memory");
+    if (asprintf(&cand, "%.*s%s%s", (int) n, p, n ? "/" : "", prog) < 0) launch_die(LAUNCH_EXIT_ERROR, "out of memory");
     if (stat(cand, &st) == 0 && !S_ISDIR(st.st_mode)) {
       if (access(cand, X_OK) == 0) { free(denied); return cand; }
       if (!denied) denied = strdup(cand);
@@ -133,14 +144,14 @@ char *launch_library_path(void)
 {
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) launch_die(2, "cannot read /proc/self/exe");
+  if (n <= 0) launch_die(LAUNCH_EXIT_ERROR, "cannot read /proc/self/exe");
   self[n] = 0;
   char *slash = strrchr(self, '/');
   *slash = 0;
   char *lib;
-  if (asprintf(&lib, "%s%s", self, LIBRARY_RELATIVE) < 0) launch_die(2, "out of memory");
+  if (asprintf(&lib, "%s%s", self, LIBRARY_RELATIVE) < 0) launch_die(LAUNCH_EXIT_ERROR, "out of memory");
   char *real = realpath(lib, NULL);
-  if (!real) launch_die(2, "cannot find the runtime library %s: %s", lib, strerror(errno));
+  if (!real) launch_die(LAUNCH_EXIT_ERROR, "cannot find the runtime library %s: %s", lib, strerror(errno));
   free(lib);
   return real;
 }
@@ -151,7 +162,7 @@ void launch_preload(const char *lib)
   if (pre && strstr(pre, lib)) return;
   char *joined;
   if (asprintf(&joined, "%s%s%s", pre && *pre ? pre : "", pre && *pre ? ":" : "", lib) < 0)
-    launch_die(2, "out of memory");
+    launch_die(LAUNCH_EXIT_ERROR, "out of memory");
   setenv("LD_PRELOAD", joined, 1);
   free(joined);
 }
@@ -167,7 +178,7 @@ int launch_run(const char *program, int argc, char **argv)
   if (errno == ENOEXEC) {
     /* A script without #!: shells run it with sh. */
     char **args = calloc((size_t) argc + 2, sizeof *args);
-    if (!args) launch_die(2, "out of memory");
+    if (!args) launch_die(LAUNCH_EXIT_ERROR, "out of memory");
     args[0] = "sh";
     args[1] = (char *) program;
     for (int k = 1; k < argc; ++k) args[k + 1] = argv[k];
@@ -181,14 +192,14 @@ void launch_check_output_dir(const char *flag, const char *path)
 {
   if (!path || !path[0] || path[0] == '|') return;
   char *dir = strdup(path);
-  if (!dir) launch_die(2, "out of memory");
+  if (!dir) launch_die(LAUNCH_EXIT_ERROR, "out of memory");
   char *slash = strrchr(dir, '/');
   if (slash) *slash = 0; /* launch_absolute_paths made it absolute */
   const char *d = slash ? (dir[0] ? dir : "/") : ".";
   struct stat st;
-  if (stat(d, &st) != 0) launch_die(2, "%s %s: cannot write in %s: %s", flag, path, d, strerror(errno));
-  if (!S_ISDIR(st.st_mode)) launch_die(2, "%s %s: %s is not a directory", flag, path, d);
-  if (access(d, W_OK | X_OK) != 0) launch_die(2, "%s %s: cannot write in %s: %s", flag, path, d, strerror(errno));
+  if (stat(d, &st) != 0) launch_die(LAUNCH_EXIT_ERROR, "%s %s: cannot write in %s: %s", flag, path, d, strerror(errno));
+  if (!S_ISDIR(st.st_mode)) launch_die(LAUNCH_EXIT_ERROR, "%s %s: %s is not a directory", flag, path, d);
+  if (access(d, W_OK | X_OK) != 0) launch_die(LAUNCH_EXIT_ERROR, "%s %s: cannot write in %s: %s", flag, path, d, strerror(errno));
   free(dir);
 }
 
@@ -320,7 +331,7 @@ void launch_absolute_paths(int argc, char **argv, const struct launch_option *ta
     ++i;
     if (strcmp(o->token, token) != 0 || !argv[i][0] || argv[i][0] == '/' || argv[i][0] == '|') continue;
     char *cwd = getcwd(NULL, 0), *full;
-    if (!cwd || asprintf(&full, "%s/%s", cwd, argv[i]) < 0) launch_die(2, "%s %s: %m", argv[i - 1], argv[i]);
+    if (!cwd || asprintf(&full, "%s/%s", cwd, argv[i]) < 0) launch_die(LAUNCH_EXIT_ERROR, "%s %s: %m", argv[i - 1], argv[i]);
     argv[i] = full;
     free(cwd);
   }

@@ -7,6 +7,12 @@
 #include <stddef.h>
 #include <stdio.h>
 
+/* The launchers' own failures (bad option, no program, unwritable -o, no
+ * runtime) exit 125, as env(1) and timeout(1) do: the program never ran.
+ * 126 and 127 keep the shell's meaning (found but cannot run, not found).
+ * Any other status is the program's own, since the launcher execs it. */
+#define LAUNCH_EXIT_ERROR 125
+
 /* One row of a launcher's option table. `token` is appended to the option
  * string ($IGPROF, $IGTRACE); in it "%s" stands for the quoted argument. A
  * row with available = 0 is reserved syntax whose module is not built yet.
@@ -29,7 +35,8 @@ const struct launch_option *launch_find_option(const struct launch_option *table
 void launch_print_options(FILE *f, const struct launch_option *table, size_t count, int width);
 
 /* Parse the options in argv[1..] up to "--" or the first non-option: -h and
- * --help print usage on stdout and exit 0; any error exits 2 with a message.
+ * --help print usage on stdout and exit 0, --version prints the version and
+ * exits 0; any error exits LAUNCH_EXIT_ERROR with a message.
  * Appends each option's token to *text, adds up `selects` in *selected, and
  * sets *output to the argument of the option whose token starts with
  * `output_token` (if given). Returns the index of the program in argv
@@ -58,7 +65,7 @@ void launch_append_token(char **text, size_t *len, const char *token, const char
 /* Where the shell would find `prog`; exits 126/127 like a shell if nowhere. */
 char *launch_resolve_program(const char *prog);
 
-/* libigprof.so next to this executable: <dir of exe>/../lib/igprof/. */
+/* libigprof.so relative to this executable: <dir of exe>/IGPROF_RUNTIME_FROM_BIN/. */
 char *launch_library_path(void);
 
 /* Add `lib` to LD_PRELOAD, keeping what is there. */
@@ -69,7 +76,7 @@ void launch_preload(const char *lib);
  * a shell when it cannot be run. */
 int launch_run(const char *program, int argc, char **argv) __attribute__((noreturn));
 
-/* Exit 2 with a message unless the directory a dump or trace file `path`
+/* Exit LAUNCH_EXIT_ERROR with a message unless the directory a dump or trace file `path`
  * (made absolute by launch_absolute_paths) goes to exists and is writable,
  * so a bad -o fails before the program runs, not after. `|command` passes. */
 void launch_check_output_dir(const char *flag, const char *path);

@@ -3,10 +3,11 @@
  *   igprof [options] [--] program [args]
  *
  * Turns the options into the $IGPROF string (options.h grammar), adds
- * libigprof.so (found next to this executable: ../lib/igprof/) to
+ * libigprof.so (found relative to this executable: ../lib/igprof/) to
  * LD_PRELOAD and becomes the program (exec): same pid, same signals, same
  * exit status. Every option error, and an -o directory that cannot be
- * written, is reported before anything runs.
+ * written, is reported before anything runs, with exit status 125
+ * (LAUNCH_EXIT_ERROR).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -117,8 +118,10 @@ static void usage(FILE *f)
   fprintf(f, "Dumps: igprof.<program>.<pid> (.gz with -z) in the current directory, one per\n"
              "process, written at exit, _exit, exec, fatal signals, and on request.\n"
              "igprof execs the program: it keeps igprof's pid, and its exit status or death\n"
-             "by a signal is igprof's. 127: not found, 126: cannot run, 2: igprof's own errors.\n"
-             "Read them with igprof-analyse. See docs/running.md.\n");
+             "by a signal is igprof's. 127: not found, 126: cannot run, 125: igprof's own\n"
+             "errors (nothing ran).\n"
+             "Read them with igprof-analyse. See igprof(1), and running.md and\n"
+             "cpu-profiling.md in the documentation directory (share/doc/igprof).\n");
 }
 
 /* --min-size and --max-size as the runtime will read them (options.h). */
@@ -141,7 +144,7 @@ static void check_size_range(const char *text)
   struct igprof_token token;
   char err[256];
   if (text && igprof_options_parse(text, &token, read_size_range, &r, err, sizeof err) == 0 && r.min > r.max)
-    launch_die(2, "--min-size %llu is above --max-size %llu", r.min, r.max);
+    launch_die(LAUNCH_EXIT_ERROR, "--min-size %llu is above --max-size %llu", r.min, r.max);
 }
 
 int main(int argc, char **argv)
@@ -156,11 +159,11 @@ int main(int argc, char **argv)
   if (i >= argc) {
     fprintf(stderr, "igprof: no program to run\n");
     usage(stderr);
-    return 2;
+    return LAUNCH_EXIT_ERROR;
   }
   if (!modules) {
     const struct launch_option *pp = launch_find_option(options, NOPTIONS, "-pp");
-    if (!pp->available) launch_die(2, "no profiler chosen and the default (-pp) is not implemented yet: use -mp");
+    if (!pp->available) launch_die(LAUNCH_EXIT_ERROR, "no profiler chosen and the default (-pp) is not implemented yet: use -mp");
     size_t len = strlen(text ? text : "");
     launch_append_token(&text, &len, pp->token, NULL);
   }
@@ -176,7 +179,7 @@ int main(int argc, char **argv)
   if (output && output[0] != '|' && !strstr(output, "%p") && lstat(output, &st) == 0 && S_ISREG(st.st_mode))
     unlink(output); /* only a regular file: never a device, a FIFO or what a symlink points to */
 
-  if (setenv("IGPROF", text, 1) != 0) launch_die(2, "cannot set IGPROF");
+  if (setenv("IGPROF", text, 1) != 0) launch_die(LAUNCH_EXIT_ERROR, "cannot set IGPROF");
   launch_preload(lib);
 
   return launch_run(program, argc - i, argv + i);

@@ -643,11 +643,11 @@ def scenario_real(a):
 
 def scenario_badinput(a):
     r, _, _ = run([a.igprof, '-pf'])
-    eq((r.returncode, b'-pf needs an argument' in r.stderr), (2, True), f'igprof -pf: {r.stderr!r}')
+    eq((r.returncode, b'-pf needs an argument' in r.stderr), (125, True), f'igprof -pf: {r.stderr!r}')
     for opts, msg in ((['-pf', '0'], b'-pf: bad argument'),
                       (['--rate', '100001'], b'--rate: bad argument'), (['-pf', 'fast', 'true'], b'-pf: bad argument')):
         r, _, _ = run([a.igprof, *opts, 'true'])
-        eq((r.returncode, msg in r.stderr), (2, True), f'igprof {" ".join(opts)}: error and status 2 ({r.stderr!r})')
+        eq((r.returncode, msg in r.stderr), (125, True), f'igprof {" ".join(opts)}: error and status 125 ({r.stderr!r})')
     env = dict(os.environ, IGPROF='perf perf:hz=0', LD_PRELOAD=a.library)
     r, _, _ = run([a.cputest, 'enable'], env=env)
     eq(r.returncode, 0, 'bad perf:hz in $IGPROF: program still runs')

@@ -403,7 +403,7 @@ def scenario_outputs(a):
     # an -o directory that does not exist: refused before the program runs
     r = run([a.igprof, '-mp', '-o', '/nonexistent-dir/prof.%p', a.memtest, 'exit', '5'])
     eq((r.returncode, r.stdout, r.stderr),
-       (2, '', 'igprof: -o /nonexistent-dir/prof.%p: cannot write in /nonexistent-dir: No such file or directory\n'),
+       (125, '', 'igprof: -o /nonexistent-dir/prof.%p: cannot write in /nonexistent-dir: No such file or directory\n'),
        'unwritable -o refused up front')
     # -t: processes whose name does not match are not profiled
     before = set(dumps('igprof.*'))
@@ -421,13 +421,17 @@ def scenario_launcher(a):
     r = run([a.igprof, '--help'])
     eq((r.returncode, r.stdout.startswith('Usage: igprof'), r.stderr), (0, True, ''), '--help on stdout, status 0')
     r = run([a.igprof, '-mx', 'true'])
-    eq((r.returncode, r.stderr), (2, "igprof: unknown option '-mx' (see igprof --help)\n"), 'unknown option')
+    eq((r.returncode, r.stderr), (125, "igprof: unknown option '-mx' (see igprof --help)\n"), 'unknown option')
     r = run([a.igprof, '-mp', '-mo', 'lots', 'true'])
-    eq((r.returncode, r.stderr), (2, 'igprof: -mo: bad argument, expected none, include or delta\n'), 'bad -mo')
+    eq((r.returncode, r.stderr), (125, 'igprof: -mo: bad argument, expected none, include or delta\n'), 'bad -mo')
     r = run([a.igprof, '-mp', '-S', 'KILL', 'true'])
-    eq(r.returncode, 2, '-S KILL refused')
+    eq(r.returncode, 125, '-S KILL refused')
     r = run([a.igprof, '-mp', '-o'])
-    eq(r.returncode, 2, 'missing argument')
+    eq(r.returncode, 125, 'missing argument')
+    r = run([a.igprof, '-mp'])
+    eq((r.returncode, r.stderr.splitlines()[0]), (125, 'igprof: no program to run'), 'no program: status 125')
+    r = run([a.igprof, '-mp', '--', a.memtest, 'exit', '125'])
+    eq((r.returncode, r.stderr), (125, ''), "the program's own 125: no igprof message")
     r = run([a.igprof, '-mp', 'no-such-command-xyz'])
     eq((r.returncode, r.stderr), (127, 'igprof: no-such-command-xyz: command not found\n'), 'command not found')
     r = run([a.igprof, '-mp', './no-such-file'])

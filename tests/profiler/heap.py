@@ -131,7 +131,7 @@ def scenario_summary(a):
     r = run([a.igprof, '-mp', '--summary', 'never', '-o', 'never.%p', a.heaptest, 'single'])
     eq((r.returncode, r.stderr), (0, ''), '--summary never')
     r = run([a.igprof, '-mp', '--summary', 'sometimes', a.heaptest, 'single'])
-    eq((r.returncode, r.stderr), (2, 'igprof: --summary: bad argument, expected auto, always or never\n'),
+    eq((r.returncode, r.stderr), (125, 'igprof: --summary: bad argument, expected auto, always or never\n'),
        'bad --summary')
     # at a terminal: the line appears by default
     import pty
@@ -195,7 +195,7 @@ def scenario_threshold(a):
     for bad in ('0', '10kb', '-1', 'x', '1.5M', '99999999999G'):
         r = run([a.igprof, '-mp', '--dump-at-peak', bad, a.heaptest, 'threshold'])
         eq((r.returncode, r.stderr),
-           (2, 'igprof: --dump-at-peak: bad argument, expected a size in bytes above 0, suffix k, M or G\n'),
+           (125, 'igprof: --dump-at-peak: bad argument, expected a size in bytes above 0, suffix k, M or G\n'),
            f'--dump-at-peak {bad}')
 
 
@@ -334,7 +334,7 @@ def scenario_snapshots(a):
     check(1 <= n <= 128, f'grow: at most 128 snapshots kept: {n}')
     expect_snapshots_add_up(d, 'grow')
     r = run([a.igprof, '-mp', '--snapshots', '0', a.heaptest, 'single'])
-    eq((r.returncode, r.stderr), (2, 'igprof: --snapshots: bad argument, expected a number 1..1000000\n'), '--snapshots 0')
+    eq((r.returncode, r.stderr), (125, 'igprof: --snapshots: bad argument, expected a number 1..1000000\n'), '--snapshots 0')
 
 
 def scenario_timeline_time(a):
@@ -385,7 +385,7 @@ def scenario_sizes(a):
     for options, message in ((['--min-size', '2k', '--max-size', '1k'], 'igprof: --min-size 2048 is above --max-size 1024\n'),
                              (['--min-size', 'x'], 'igprof: --min-size: bad argument, expected a size in bytes, suffix k, M or G\n')):
         r = run([a.igprof, '-mp', *options, a.heaptest, 'sizes'])
-        eq((r.returncode, r.stderr), (2, message), ' '.join(options))
+        eq((r.returncode, r.stderr), (125, message), ' '.join(options))
 
 
 PAGE = os.sysconf('SC_PAGE_SIZE')
@@ -460,7 +460,7 @@ def scenario_lifetimes(a):
     plain = igdump.Dump(glob.glob('plain.*')[0])
     eq(sorted(plain.counter_names), ['MEM_LIVE', 'MEM_MAX', 'MEM_PEAK', 'MEM_TOTAL'], 'counters without --lifetimes')
     r = run([a.igprof, '-mp', '--lifetimes', '20', a.heaptest, 'lifetimes'])
-    eq((r.returncode, r.stderr), (2, 'igprof: --lifetimes: bad argument, expected <n>ms (1..3600000)\n'), 'bad --lifetimes')
+    eq((r.returncode, r.stderr), (125, 'igprof: --lifetimes: bad argument, expected <n>ms (1..3600000)\n'), 'bad --lifetimes')
 
 
 def scenario_histogram(a):

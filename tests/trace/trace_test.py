@@ -423,17 +423,17 @@ def scenario_pipe(a):
 
 
 def scenario_options(a):
-    """Bad options: a message and status 2 before anything runs."""
+    """Bad options: a message and status 125 before anything runs."""
     for args, msg in ((['-x', 'true'], "unknown option '-x'"), (['-r'], '-r needs an argument'),
                       (['-r', 'a:b:c:d', 'true'], 'bad argument'), (['-r', '::', 'true'], 'bad argument'),
                       (['-o', '', 'true'], 'bad argument'), ([], 'no program to run'),
                       (['-tm'], 'no program to run')):
         r = run([a.igtrace] + args)
-        eq(r.returncode, 2, f'status of igtrace {args}')
+        eq(r.returncode, 125, f'status of igtrace {args}')
         check(msg in r.stderr, f'message for {args}: {r.stderr!r}')
     for out in ('/nonexistent-dir/trace', '/nonexistent-dir/trace.%p'):
         r = run([a.igtrace, '-tm', '-o', out, 'true'])
-        eq(r.returncode, 2, f'-o {out}: status')
+        eq(r.returncode, 125, f'-o {out}: status')
         check(r.stderr.startswith(f'igtrace: -o {out}: cannot write'), f'-o {out}: message {r.stderr!r}')
     r = run([a.igtrace, '--help'])
     eq(r.returncode, 0, '--help status')
