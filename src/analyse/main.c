@@ -43,6 +43,7 @@ static const char usage[] =
   "  -js, --json               JSON report (rows as arrays, IgProf's layout)\n"
   "      --json-objects        JSON report, every row an object with named members\n"
   "  -C, --callgrind FILE      KCachegrind/callgrind file\n"
+  "      --pprof FILE.pb.gz    pprof profile (go tool pprof, Pyroscope): every counter\n"
   "      --flame               collapsed stacks for flame graphs ('a;b;c value')\n"
   "      --html                self-contained HTML report: flame graph, searchable and\n"
   "                            sortable flat profile, call graph\n"
@@ -60,7 +61,7 @@ static const char usage[] =
   "      --version             igprof's version\n";
 
 enum output { OUT_TEXT, OUT_SQLITE, OUT_JSON, OUT_CALLGRIND, OUT_FLAME, OUT_TOP, OUT_TREE, OUT_HTML, OUT_TIMELINE,
-              OUT_MASSIF, OUT_HISTOGRAM };
+              OUT_MASSIF, OUT_HISTOGRAM, OUT_PPROF };
 
 struct options {
   struct read_options read;
@@ -140,6 +141,7 @@ static int parse_valued(struct options *o, int argc, char **argv, int *i)
     o->output = OUT_TOP;
   } else if (is(a, "-C", "--callgrind")) { o->output = OUT_CALLGRIND; o->output_file = need_arg(argc, argv, i); }
   else if (is(a, "--massif", NULL)) { o->output = OUT_MASSIF; o->output_file = need_arg(argc, argv, i); }
+  else if (is(a, "--pprof", NULL)) { o->output = OUT_PPROF; o->output_file = need_arg(argc, argv, i); }
   else if (is(a, "-Mc", "--max-count-value")) r->max_count = parse_number(a, need_arg(argc, argv, i));
   else if (is(a, "-mc", "--min-count-value")) r->min_count = parse_number(a, need_arg(argc, argv, i));
   else if (is(a, "-Mf", "--max-calls-value")) r->max_calls = parse_number(a, need_arg(argc, argv, i));
@@ -255,6 +257,14 @@ static void parse_args(struct options *o, int argc, char **argv)
     if (o->baseline) usage_error("%s", "--histogram: no baseline (-b)");
     if (!o->read.key) o->read.key = "MEM_TOTAL";
   }
+  if (o->output == OUT_PPROF) {
+    /* pprof holds every counter as the dumps have them: no per-counter option */
+    if (o->baseline) usage_error("%s", "--pprof: no baseline (-b); compare two profiles with go tool pprof -diff_base");
+    if (o->read.peak) usage_error("%s", "--pprof: no --value peak (every counter's value is written)");
+    if (o->read.min_count || o->read.max_count || o->read.min_calls || o->read.max_calls || o->read.min_avg || o->read.max_avg)
+      usage_error("%s", "--pprof: no -mc/-Mc/-mf/-Mf/-Ma/--min-average-value (filter in pprof)");
+    o->read.all_counters = 1;
+  }
   if (o->lines && !o->gdb) usage_error("%s", "--lines needs -g");
   if (o->sysroot && !o->gdb) usage_error("%s", "--sysroot needs -g");
   struct stat st;
@@ -311,6 +321,13 @@ static void write_report(struct options *o, struct report *r, const struct reade
   case OUT_HTML: report_html(r); break;
   case OUT_TIMELINE: report_timeline(stdout, timeline); break;
   case OUT_HISTOGRAM: report_size_histogram(stdout, reader_size_histogram(rd)); break;
+  case OUT_PPROF: {
+    struct resolver *ids = o->read.resolver ? o->read.resolver : resolver_new(0, 0, NULL);
+    int rc = report_pprof(r, rd, ids, o->lines, o->output_file);
+    if (ids != o->read.resolver) resolver_free(ids);
+    if (rc != 0) exit(1);
+    break;
+  }
   case OUT_MASSIF: {
     FILE *f = strcmp(o->output_file, "-") ? fopen(o->output_file, "w") : stdout;
     if (!f) fatal("%s: cannot write: %s", o->output_file, strerror(errno));

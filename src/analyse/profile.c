@@ -214,6 +214,8 @@ void tree_init(struct call_tree *t, uint32_t root_sym, int is_max)
 
 void tree_free(struct call_tree *t)
 {
+  for (size_t c = 0; c < t->ncolumns; ++c) free(t->columns[c].vals);
+  free(t->columns);
   free(t->nodes);
   free(t->slots);
   memset(t, 0, sizeof(*t));
@@ -265,6 +267,22 @@ int tree_add(struct call_tree *t, uint32_t node, int64_t value, int64_t ticks)
   if (!value_add(n->freq, ticks, &freq)) return 0;
   n->cnt = cnt;
   n->freq = freq;
+  return 1;
+}
+
+int tree_add_column(struct call_tree *t, uint32_t node, uint32_t c, int64_t value, int64_t ticks)
+{
+  if (c >= t->ncolumns) {
+    t->columns = xrealloc(t->columns, ((size_t) c + 1) * sizeof(*t->columns));
+    memset(t->columns + t->ncolumns, 0, ((size_t) c + 1 - t->ncolumns) * sizeof(*t->columns));
+    t->ncolumns = (size_t) c + 1;
+  }
+  struct tree_column *col = &t->columns[c];
+  GROW(col->vals, col->cap, 2 * (size_t) node + 2);
+  int64_t *v = &col->vals[2 * (size_t) node], sum, calls;
+  if (!value_add(v[0], value, &sum) || !value_add(v[1], ticks, &calls)) return 0;
+  v[0] = sum;
+  v[1] = calls;
   return 1;
 }
 

@@ -73,12 +73,17 @@ struct tree_node {
 
 struct tree_slot { uint32_t parent, sym, node; };   /* node == NO_NODE: empty */
 
+/* One more counter's self value and ticks per node, vals[2 * node] and
+ * vals[2 * node + 1] (0 past cap), when the reader keeps every counter. */
+struct tree_column { int64_t *vals; size_t cap; };
+
 struct call_tree {
   struct tree_node *nodes;
   size_t count, cap;
   struct tree_slot *slots; /* open addressing (parent, sym) -> node: one cache miss per lookup */
   size_t nslots;
   int is_max;              /* values combine with max instead of + (*_MAX counters) */
+  struct tree_column *columns; size_t ncolumns;   /* read_options.all_counters */
 };
 
 void tree_init(struct call_tree *t, uint32_t root_sym, int is_max);
@@ -91,6 +96,15 @@ void tree_freeze(struct call_tree *t);
 /* Add a value/ticks pair to a node's self counts. Returns 0, changing
  * nothing, when a sum would leave the range of counter values (util.h). */
 int tree_add(struct call_tree *t, uint32_t node, int64_t value, int64_t ticks);
+/* Add to column `c`'s self value and ticks at `node` (summed, whatever the
+ * counter). Returns 0, changing nothing, when a sum would leave the range. */
+int tree_add_column(struct call_tree *t, uint32_t node, uint32_t c, int64_t value, int64_t ticks);
+/* Column c's self value (k = 0) or ticks (k = 1) at node. */
+static inline int64_t tree_column(const struct call_tree *t, uint32_t c, uint32_t node, int k)
+{
+  const struct tree_column *col = c < t->ncolumns ? &t->columns[c] : NULL;
+  return col && 2 * (size_t) node < col->cap ? col->vals[2 * (size_t) node + (size_t) k] : 0;
+}
 /* Fill ccnt/cfreq bottom-up; exits with a message if a sum overflows. */
 void tree_accumulate(struct call_tree *t, const struct symtab *st);
 /* Subtract every count of `base` (built on the same symtab) from `t`;

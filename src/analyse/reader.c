@@ -23,7 +23,10 @@ struct frame {
 
 /* An F or V definition of the current dump. */
 struct file_def { uint32_t file; uint64_t line; };
-struct counter_def { uint8_t is_key, is_timeline; uint64_t line; };   /* is_timeline: HEAP_TIMELINE or HEAP_SNAPSHOT */
+struct counter_def { uint8_t is_key, is_timeline; uint32_t column; uint64_t line; };   /* is_timeline: HEAP_TIMELINE or HEAP_SNAPSHOT */
+
+/* A counter of the current line, for the tree's columns (all_counters). */
+struct column_value { uint32_t column; int64_t value, ticks; };
 
 enum section { SECTION_STACKS, SECTION_TIMELINE, SECTION_SNAPSHOT, SECTION_HISTOGRAM };
 
@@ -47,7 +50,8 @@ struct reader {
   int key_is_max, key_is_time, key_is_mem;
   double tick_period;
   int have_period;
-  struct strpool counter_names;   /* every counter name seen, for messages */
+  struct strpool counter_names;   /* every counter name seen, for messages; id = column */
+  struct column_value *line_columns; size_t nline_columns, line_columns_cap;
 
   /* per dump */
   struct line_source src;
@@ -257,6 +261,7 @@ void reader_free(struct reader *rd)
   free(rd->src.buf);
   free(rd->src.line);
   strpool_free(&rd->counter_names);
+  free(rd->line_columns);
   idmap_free(&rd->fn_ids);
   free(rd->fn_dense);
   idmap_free(&rd->file_ids);
@@ -570,6 +575,7 @@ static void parse_counter(struct reader *rd, char **pp, int *has_key, int64_t *v
   int64_t cid, t, v, pk;
   uint32_t def;
   int is_key, is_timeline;
+  uint32_t column = UINT32_MAX;
   if (!expect(&p, " V") || !parse_int(&p, rd->base, &cid))
     parse_error(rd, "malformed counter: expected ' V<id>'");
   if (*p == '=') {
@@ -581,16 +587,17 @@ static void parse_counter(struct reader *rd, char **pp, int *has_key, int64_t *v
     *end = 0;
     is_timeline = !strcmp(p, HEAP_TIMELINE_COUNTER) || !strcmp(p, HEAP_SNAPSHOT_COUNTER)
                   || !strcmp(p, SIZE_HISTOGRAM_COUNTER);
-    if (!is_timeline) strpool_intern(&rd->counter_names, p, (size_t) (end - p));
+    column = is_timeline ? UINT32_MAX : strpool_intern(&rd->counter_names, p, (size_t) (end - p));
     if (!rd->key && !is_timeline) set_key(rd, p);
     is_key = rd->key && strcmp(p, rd->key) == 0;
     GROW(rd->counter_defs, rd->counter_defs_cap, rd->ncounter_defs + 1);
-    rd->counter_defs[rd->ncounter_defs] = (struct counter_def) { (uint8_t) is_key, (uint8_t) is_timeline, rd->src.lineno };
+    rd->counter_defs[rd->ncounter_defs] = (struct counter_def) { (uint8_t) is_key, (uint8_t) is_timeline, column, rd->src.lineno };
     idmap_put(&rd->counter_ids, (uint64_t) cid, (uint32_t) rd->ncounter_defs++);
     p = end + 1;
   } else if (idmap_get(&rd->counter_ids, (uint64_t) cid, &def)) {
     is_key = rd->counter_defs[def].is_key;
     is_timeline = rd->counter_defs[def].is_timeline;
+    column = rd->counter_defs[def].column;
   } else {
     parse_error(rd, "counter V%s referenced before its definition", id_text(rd, cid).s);
   }
@@ -609,6 +616,10 @@ static void parse_counter(struct reader *rd, char **pp, int *has_key, int64_t *v
     sample[1] = v;
     sample[2] = t;
     *has_sample = 1;
+  }
+  if (rd->opt.all_counters && !is_timeline && !rd->section) {
+    GROW(rd->line_columns, rd->line_columns_cap, rd->nline_columns + 1);
+    rd->line_columns[rd->nline_columns++] = (struct column_value) { column, v, t };
   }
   if (is_key && !rd->section) {
     int64_t val = rd->opt.peak ? pk : v;
@@ -721,6 +732,7 @@ static void parse_line(struct reader *rd, char *line)
                 : !strcmp(name, HEAP_SNAPSHOT_FRAME) ? SECTION_SNAPSHOT
                 : !strcmp(name, SIZE_HISTOGRAM_FRAME) ? SECTION_HISTOGRAM : SECTION_STACKS;
   }
+  rd->nline_columns = 0;
   while (*p == ' ') parse_counter(rd, &p, &has_key, &value, &ticks, sample, &has_sample);
   if (*p) parse_error(rd, "unexpected text '%.20s' at the end of the line", p);
 
@@ -747,6 +759,12 @@ static void parse_line(struct reader *rd, char *line)
   if (rd->npending) flush_pending(rd);
   uint32_t node = place(rd, (uint32_t) depth, frame);
   if (has_key && !tree_add(rd->tree, node, value, ticks)) stack_overflow_error(rd);
+  for (size_t i = 0; i < rd->nline_columns; ++i) {
+    const struct column_value *c = &rd->line_columns[i];
+    if (!tree_add_column(rd->tree, node, c->column, c->value, c->ticks))
+      parse_error(rd, "the %s sum of this stack exceeds the 64-bit range of counter values (" VALUE_RANGE_TEXT ")",
+                  strpool_get(&rd->counter_names, c->column));
+  }
 }
 
 void reader_read(struct reader *rd, const char *path, struct call_tree *tree)
@@ -790,6 +808,8 @@ void reader_read(struct reader *rd, const char *path, struct call_tree *tree)
 }
 
 const struct heap_timeline *reader_timeline(const struct reader *rd) { return &rd->timeline; }
+size_t reader_counters(const struct reader *rd) { return rd->counter_names.count; }
+const char *reader_counter_name(const struct reader *rd, size_t i) { return strpool_get(&rd->counter_names, (uint32_t) i); }
 const struct size_histogram *reader_size_histogram(const struct reader *rd) { return &rd->sizes; }
 
 void reader_finish(struct reader *rd)

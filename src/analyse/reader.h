@@ -21,6 +21,8 @@ struct read_options {
   int64_t min_count, max_count, min_calls, max_calls, min_avg, max_avg; /* 0 = off */
   int verbose;
   int snapshots;              /* keep the timeline's detailed snapshots (--massif) */
+  int all_counters;           /* also add every counter's value and ticks to the tree's
+                                 columns, column = reader_counter_name's index (--pprof) */
 };
 
 /* The heap timeline a dump may carry (igprof -mp --timeline; its lines are
@@ -65,6 +67,10 @@ const struct heap_timeline *reader_timeline(const struct reader *rd);
 void reader_finish(struct reader *rd);
 
 const char *reader_key(const struct reader *rd);
+/* The stack counters read (not the timeline's), in order of first
+ * definition: with all_counters, tree column i is counter i. */
+size_t reader_counters(const struct reader *rd);
+const char *reader_counter_name(const struct reader *rd, size_t i);
 double reader_tick_period(const struct reader *rd);
 int reader_key_is_max(const struct reader *rd);
 int reader_key_is_time(const struct reader *rd);

@@ -67,6 +67,11 @@ void report_flame(const struct report *r);
 void report_tree(const struct report *r);
 void report_html(const struct report *r);
 void report_top(const struct report *r, size_t n);
+/* --pprof: profile.proto, gzip-compressed, to `path` ("-": stdout), from
+ * the tree's columns (read_options.all_counters); build ids through
+ * `resolver` (or none when NULL); lines: -g --lines. Returns 0, or -1
+ * after a message. */
+int report_pprof(const struct report *r, const struct reader *rd, struct resolver *resolver, int lines, const char *path);
 
 /* The heap over time (a dump's timeline, reader.h). */
 size_t heap_timeline_peak(const struct heap_timeline *tl);
