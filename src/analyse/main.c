@@ -45,7 +45,9 @@ static const char usage[] =
   "  -C, --callgrind FILE      KCachegrind/callgrind file\n"
   "      --pprof FILE.pb.gz    pprof profile (go tool pprof, Pyroscope): every counter\n"
   "      --flame               collapsed stacks for flame graphs ('a;b;c value')\n"
-  "      --html                self-contained HTML report\n"
+  "      --html                self-contained HTML report: flame graph, searchable and\n"
+  "                            sortable flat profile, call graph\n"
+  "      --html-limit N        entries in the HTML report (default 500; 0: all)\n"
   "  -tn, --top N              the N nodes with the largest self value, with stacks\n"
   "  -T, --tree                massif-style tree\n"
   "      --timeline            the heap's live bytes over time, peak marked (a dump of\n"
@@ -72,6 +74,7 @@ struct options {
   enum output output;
   const char *output_file;
   size_t top;
+  size_t html_limit;
 };
 
 static _Noreturn void usage_error(const char *fmt, const char *arg)
@@ -145,7 +148,11 @@ static int parse_valued(struct options *o, int argc, char **argv, int *i)
   else if (is(a, "-mf", "--min-calls-value")) r->min_calls = parse_number(a, need_arg(argc, argv, i));
   else if (is(a, "-Ma", "--max-average-value")) r->max_avg = parse_number(a, need_arg(argc, argv, i));
   else if (is(a, "--min-average-value", NULL)) r->min_avg = parse_number(a, need_arg(argc, argv, i));
-  else return 0;
+  else if (is(a, "--html-limit", NULL)) {
+    int64_t n = parse_number(a, need_arg(argc, argv, i));
+    if (n < 0) usage_error("%s expects a count, 0 for all", a);
+    o->html_limit = (size_t) n;
+  } else return 0;
   return 1;
 }
 
@@ -195,6 +202,7 @@ static void skip_unfinished_dumps(struct options *o)
 static void parse_args(struct options *o, int argc, char **argv)
 {
   o->show_calls = -1;
+  o->html_limit = 500;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
     if (!strcmp(a, "--")) { while (++i < argc) add_input(o, argv[i]); break; }
@@ -381,7 +389,7 @@ int main(int argc, char **argv)
     .key = reader_key(rd), .tick_period = reader_tick_period(rd), .is_time = reader_key_is_time(rd),
     .show_calls = o.show_calls >= 0 ? o.show_calls : strncmp(reader_key(rd), "MEM_", 4) == 0,
     .show_paths = o.show_paths, .show_libs = o.show_libs, .diff = o.diff, .ascending = o.ascending,
-    .json_objects = o.json_objects,
+    .json_objects = o.json_objects, .html_limit = o.html_limit,
   };
   write_report(&o, &r, rd);
   if (fflush(stdout) != 0 || ferror(stdout)) fatal("error writing the report: %s", strerror(errno));

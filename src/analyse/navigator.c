@@ -69,7 +69,7 @@ static void page_start(const struct navigator *nav, FILE *out, const char *title
 {
   fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>", out);
   html_write_string(out, title);
-  fputs("</title><style>body{font-family:sans-serif}table{border-collapse:collapse}"
+  fputs("</title><link rel=\"icon\" href=\"data:,\"><style>body{font-family:sans-serif}table{border-collapse:collapse}"
         "td,th{padding:1px 8px;text-align:right;white-space:nowrap}td:last-child,th:last-child{text-align:left}"
         "tr.main{font-weight:bold;background:#eef}a{text-decoration:none}</style></head><body>\n", out);
   fputs("<p><a href=\"/\">by cumulative</a> | <a href=\"/self\">by self</a> | ", out);
@@ -153,22 +153,52 @@ static void put_more(const struct navigator *nav, FILE *out, const char *count_s
   sqlite3_finalize(st);
 }
 
-static unsigned page_list(const struct navigator *nav, FILE *out, int by_self)
+/* "Entries A-B of N" with links to the neighbouring pages of `path`. */
+static void put_pages(FILE *out, const char *path, int64_t page, int64_t count)
 {
-  /* igprof-analyse indexes abs(cumulative_count) and abs(self_count): the
-   * first MAX_ROWS come straight from the index. */
+  int64_t first = (page - 1) * MAX_ROWS + 1, last = page * MAX_ROWS < count ? page * MAX_ROWS : count;
+  int64_t pages = (count + MAX_ROWS - 1) / MAX_ROWS;
+  if (!count) {
+    fputs("<p class=\"pages\">No entries</p>\n", out);
+    return;
+  }
+  fprintf(out, "<p class=\"pages\">Entries %" PRId64 "&ndash;%" PRId64 " of %" PRId64 " (page %" PRId64 " of %" PRId64 ")",
+          first, last, count, page, pages);
+  if (page > 1) fprintf(out, " | <a href=\"%s?page=%" PRId64 "\">previous %d</a>", path, page - 1, MAX_ROWS);
+  if (page < pages) fprintf(out, " | <a href=\"%s?page=%" PRId64 "\">next %d</a>", path, page + 1, MAX_ROWS);
+  fputs("</p>\n", out);
+}
+
+static unsigned page_list(const struct navigator *nav, FILE *out, int by_self, int64_t page)
+{
+  /* igprof-analyse indexes abs(cumulative_count) and abs(self_count): a
+   * page of MAX_ROWS comes straight from the index. */
   static const char *const sql[2] = {
     "SELECT m.id, m.pct, m.cumulative_count, m.self_count, m.total_calls, s.name FROM mainrows m"
-    " JOIN symbols s ON s.id = m.symbol_id ORDER BY abs(m.cumulative_count) DESC, m.id LIMIT :limit",
+    " JOIN symbols s ON s.id = m.symbol_id ORDER BY abs(m.cumulative_count) DESC, m.id LIMIT :limit OFFSET :offset",
     "SELECT m.id, m.pct, m.self_count, m.cumulative_count, m.self_calls, s.name FROM mainrows m"
-    " JOIN symbols s ON s.id = m.symbol_id ORDER BY abs(m.self_count) DESC, m.id LIMIT :limit",
+    " JOIN symbols s ON s.id = m.symbol_id ORDER BY abs(m.self_count) DESC, m.id LIMIT :limit OFFSET :offset",
   };
+  const char *path = by_self ? "/self" : "/";
+  int64_t count = 0;
+  sqlite3_stmt *st = prepare_bound(nav, "SELECT count(*) FROM mainrows", 0);
+  if (st && sqlite3_step(st) == SQLITE_ROW) count = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  if (page > 1 && (page - 1) * MAX_ROWS >= count)
+    return page_message(nav, out, MHD_HTTP_NOT_FOUND, "not found", "no such page: the list is shorter");
   page_start(nav, out, by_self ? "igprof: by self" : "igprof: by cumulative");
-  fprintf(out, "<h1>Entries by %s value</h1>\n<table>\n<tr><th>Rank</th><th>%% total</th><th>%s</th><th>%s</th>"
-          "<th>Calls</th><th>Function</th></tr>\n", by_self ? "self" : "cumulative",
-          by_self ? "Self" : "Total", by_self ? "Total" : "Self");
-  put_query(nav, out, sql[by_self], 0, "row");
-  put_more(nav, out, "SELECT count(*) FROM mainrows", 0, "entries");
+  fprintf(out, "<h1>Entries by %s value</h1>\n", by_self ? "self" : "cumulative");
+  put_pages(out, path, page, count);
+  fprintf(out, "<table>\n<tr><th>Rank</th><th>%% total</th><th>%s</th><th>%s</th>"
+          "<th>Calls</th><th>Function</th></tr>\n", by_self ? "Self" : "Total", by_self ? "Total" : "Self");
+  if ((st = prepare_bound(nav, sql[by_self], 0)) != NULL) {
+    sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":offset"), (page - 1) * MAX_ROWS);
+    put_rows(nav, out, st, "row");
+    sqlite3_finalize(st);
+  }
+  if (count > page * MAX_ROWS)
+    fprintf(out, "<tr class=\"more\"><td colspan=\"6\">%" PRId64 " more entries: <a href=\"%s?page=%" PRId64
+                 "\">next page</a></td></tr>\n", count - page * MAX_ROWS, path, page + 1);
   fputs("</table>\n", out);
   page_end(out);
   return MHD_HTTP_OK;
@@ -288,11 +318,20 @@ static int query_budget(void *cls)
   return 1;
 }
 
-/* The page for one GET or HEAD of `url`, written to out; returns the status. */
-static unsigned build_page(struct navigator *nav, FILE *out, const char *url)
+/* The page for one GET or HEAD of `url` (`page`: its ?page= argument or
+ * NULL), written to out; returns the status. */
+static unsigned build_page(struct navigator *nav, FILE *out, const char *url, const char *page)
 {
-  if (!strcmp(url, "/") || !strcmp(url, "/cumulative")) return page_list(nav, out, 0);
-  if (!strcmp(url, "/self")) return page_list(nav, out, 1);
+  int list = !strcmp(url, "/") || !strcmp(url, "/cumulative") || !strcmp(url, "/self");
+  int64_t number = 1;
+  if (page) {
+    char *end;
+    errno = 0;
+    number = strtoll(page, &end, 10);
+    if (!list || page[0] < '1' || page[0] > '9' || *end || errno || number > INT64_MAX / MAX_ROWS)
+      return page_message(nav, out, MHD_HTTP_NOT_FOUND, "not found", "bad page number");
+  }
+  if (list) return page_list(nav, out, !strcmp(url, "/self"), number);
   char *end;
   errno = 0;
   long long rank = strtoll(url + 1, &end, 10);
@@ -302,7 +341,8 @@ static unsigned build_page(struct navigator *nav, FILE *out, const char *url)
 
 /* The answer to `method url` in a malloc'ed buffer (*page, *len); returns
  * the status, 0 when out of memory. */
-static unsigned render(struct navigator *nav, const char *method, const char *url, char **page, size_t *len)
+static unsigned render(struct navigator *nav, const char *method, const char *url, const char *page_arg,
+                       char **page, size_t *len)
 {
   for (int attempt = 0; attempt < 2; ++attempt) {
     FILE *out = open_memstream(page, len);
@@ -313,7 +353,7 @@ static unsigned render(struct navigator *nav, const char *method, const char *ur
     if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
       status = page_message(nav, out, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed", "only GET and HEAD are served");
     else if (attempt == 0)
-      status = build_page(nav, out, url);
+      status = build_page(nav, out, url, page_arg);
     else
       status = page_message(nav, out, MHD_HTTP_SERVICE_UNAVAILABLE, "query too slow",
                             "the database query for this page took longer than its time budget");
@@ -339,7 +379,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
   if (served && *upload_size) { *upload_size = 0; return MHD_YES; }
   char *page = NULL;
   size_t len = 0;
-  unsigned status = render(nav, method, url, &page, &len);
+  unsigned status = render(nav, method, url, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "page"),
+                           &page, &len);
   if (!status) return MHD_NO;
   struct MHD_Response *r = MHD_create_response_from_buffer(len, page, MHD_RESPMEM_MUST_FREE);
   if (!r) { free(page); return MHD_NO; }

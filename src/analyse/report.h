@@ -25,6 +25,7 @@ struct report {
   int diff;          /* -D */
   int ascending;     /* -o ascending */
   int json_objects;  /* --json-objects: JSON rows as named objects */
+  size_t html_limit; /* --html-limit: entries in the HTML page (0: all) */
 };
 
 /* Stack-shaped outputs (--flame lines, --top stacks) show at most this many

@@ -315,9 +315,10 @@ def scenario_deep():
         if summary != T or fns != D + 1 or calls_ok != D:
             fail("deep.callgrind: summary %s, %d functions, %d exact calls; expected %d, %d, %d" % (summary, fns, calls_ok, T, D + 1, D))
 
-    # HTML: one block per entry, the entry's own row exact.
+    # HTML: one block per entry, the entry's own row exact (--html-limit 0:
+    # every entry; by default the page holds 500).
     if selected("html"):
-        out = run("deep.html", "--html", dump, lines=D)
+        out = run("deep.html", "--html", "--html-limit", "0", dump, lines=D)
         main = re.compile(r'<tr class="main"><td>\[(\d+)\]</td><td>([\d.]+)</td><td>([\d\']+) \(self ([\d\']+)\)</td><td>(\d+)</td><td>([^ <]+) ')
         n = 0
         with open(out) as f:

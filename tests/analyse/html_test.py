@@ -15,7 +15,7 @@ class Page(html.parser.HTMLParser):
         self.tables = 0
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
-        if tag not in ("meta",):
+        if tag not in ("meta", "link", "input"):
             self.stack.append(tag)
         if "id" in a: self.ids.add(a["id"])
         if tag == "a": self.links.append(a["href"][1:])

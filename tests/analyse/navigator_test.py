@@ -212,13 +212,20 @@ for line in err.splitlines():
     if not line.startswith("igprof-navigator: "):
         fail.append("stderr line without the program's name: %r" % line)
 
-# Long lists stop at 1'000 rows and say how many more there are.
+# Long lists: pages of 1'000 rows, the next page linked.
 proc, port = start(wide_db)
 try:
     status, body = get(port, "/")
-    more = re.findall(r'<tr class="more"><td colspan="6">(\d+) more (\w+) not shown</td></tr>', body)
+    more = re.findall(r'<tr class="more"><td colspan="6">(\d+) more (\w+): <a href="/\?page=2">next page</a></td></tr>', body)
     if len(rows(body, "row")) != 1000 or more != [("503", "entries")]:
         fail.append("wide /: %d rows, %s" % (len(rows(body, "row")), more))
+    status, body2 = get(port, "/?page=2")
+    if (status.split()[1], [r[0] for r in rows(body2, "row")]) != ("200", [str(i) for i in range(1001, 1504)]) or "more entries" in body2:
+        fail.append("wide /?page=2: %s, %d rows" % (status, len(rows(body2, "row"))))
+    for bad in ("/?page=3", "/?page=0", "/?page=x", "/?page=-1", "/3?page=2"):
+        status, _ = get(port, bad)
+        if status.split()[1] != "404":
+            fail.append("%s: status %s, expected 404" % (bad, status))
     h = [r[0] for r in rows(body, "row") if r[5] == "h"]
     status, body = get(port, "/" + h[0]) if h else ("no h", "")
     callers = rows(body, "caller")
