@@ -7,6 +7,7 @@
        allocations pprofprog.c makes are exact;
   -pp: cpu nanoseconds = PERF_TICKS x the dump's period, samples = ticks,
        the text report's total seconds; period type and period in -raw;
+  -mp -pp: both in one profile, the default type and filters those of -r;
   -g --lines: locations name the source line of each allocation; mappings
        carry the ELF files' build ids.
 Usage: pprof_test.py --bin BUILD/bin --go GO --prog PPROFPROG"""
@@ -30,11 +31,14 @@ def run(cmd, ok=True):
     return r
 
 
-def profile(kind, *prog_args):
-    run([igprof, kind, "-o", os.path.join(tmp, kind[1:] + ".%p"), args.prog, *prog_args])
-    dumps = glob.glob(os.path.join(tmp, kind[1:] + ".*"))
+def profile(*kinds_and_args):
+    kinds = [a for a in kinds_and_args if a.startswith("-")]
+    prog_args = [a for a in kinds_and_args if not a.startswith("-")]
+    stem = "".join(k[1:] for k in kinds)
+    run([igprof, *kinds, "-o", os.path.join(tmp, stem + ".%p"), args.prog, *prog_args])
+    dumps = glob.glob(os.path.join(tmp, stem + ".*"))
     if len(dumps) != 1:
-        sys.exit("%s: expected one dump, got %s" % (kind, dumps))
+        sys.exit("%s: expected one dump, got %s" % (kinds, dumps))
     return dumps[0]
 
 
@@ -140,6 +144,19 @@ if total_ns != ticks * period_ns or text_total(cpu, "PERF_TICKS") != "%.2f" % (m
     fail.append("cpu: text report total %s s, pprof %d ns" % (text_total(cpu, "PERF_TICKS"), total_ns))
 if not (ns.get("spin_long", (0, 0))[1] > ns.get("spin_short", (0, 0))[1] > 0):
     fail.append("cpu: spin_long %s should exceed spin_short %s" % (ns.get("spin_long"), ns.get("spin_short")))
+
+# -mp -pp: one dump, memory and CPU sample types in one profile; the
+# default type and the default filters follow -r (allocator frames are
+# folded for MEM_* counters only, as in the reports).
+both = profile("-mp", "-pp", "both")
+for counter, index, unit, scale, default in (("MEM_TOTAL", "alloc_space", "B", 1, "alloc_space/bytes[dflt]"),
+                                             ("PERF_TICKS", "cpu", "ns", period_ns, "cpu/nanoseconds[dflt]")):
+    pb = os.path.join(tmp, "both-%s.pb.gz" % index)
+    run([analyse, "-r", counter, "--pprof", pb, both])
+    compare(both, pb, counter, index, False, unit, scale)
+    raw = run([args.go, "tool", "pprof", "-raw", pb]).stdout
+    if default not in raw or "samples/count" not in raw or "inuse_space/bytes" not in raw:
+        fail.append("-mp -pp -r %s: sample types in\n%s" % (counter, raw[:500]))
 
 # Names that are not UTF-8 (badutf8.dump) become U+FFFD, for decoders that
 # check proto3 strings; others survive as they are (odd.dump).
