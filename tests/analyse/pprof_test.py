@@ -10,12 +10,13 @@
   -mp -pp: both in one profile, the default type and filters those of -r;
   -g --lines: locations name the source line of each allocation; mappings
        carry the ELF files' build ids.
-Usage: pprof_test.py --bin BUILD/bin --go GO --prog PPROFPROG"""
-import argparse, glob, json, math, os, re, subprocess, sys, tempfile
+Usage: pprof_test.py --bin BUILD/bin --go GO --prog PPROFPROG [--asan ANALYSE_ASAN]"""
+import argparse, glob, gzip, json, math, os, re, subprocess, sys, tempfile
 
 ap = argparse.ArgumentParser()
 for a in ("--bin", "--go", "--prog"):
     ap.add_argument(a, required=True)
+ap.add_argument("--asan", help="the ASan+UBSan analyser: must write the same profiles")
 args = ap.parse_args()
 args.bin, args.prog = os.path.abspath(args.bin), os.path.abspath(args.prog)
 analyse, igprof = os.path.join(args.bin, "igprof-analyse"), os.path.join(args.bin, "igprof")
@@ -169,6 +170,18 @@ for dump, names in (("badutf8.dump", ["bad\ufffd\ufffdutf", 'ok_\u00e9_"q"']),
     for n in names:
         if " M=1 %s :0 s=0\n" % n not in raw:
             fail.append("%s: no location %r in\n%s" % (dump, n, raw))
+
+# The ASan+UBSan build writes the same bytes, without a report.
+if args.asan:
+    for name, extra, dump in (("mem", [], mem), ("lines", ["-g", "--lines"], mem), ("cpu", [], cpu),
+                              ("both", ["-r", "PERF_TICKS"], both)):
+        a, b = os.path.join(tmp, name + "-plain.pb.gz"), os.path.join(tmp, name + "-asan.pb.gz")
+        run([analyse, *extra, "--pprof", a, dump])
+        r = subprocess.run([args.asan, *extra, "--pprof", b, dump], capture_output=True, text=True,
+                           env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+        if r.returncode != 0 or r.stderr or gzip.open(a).read() != gzip.open(b).read():
+            fail.append("ASan build, %s: exit %d, %r, same profile: %s" % (name, r.returncode, r.stderr[-500:],
+                        r.returncode == 0 and gzip.open(a).read() == gzip.open(b).read()))
 
 # Usage errors and an output that cannot be written.
 for extra, msg in ((["-b", mem], "--pprof: no baseline (-b)"), (["--value", "peak"], "--pprof: no --value peak"),
