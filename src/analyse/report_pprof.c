@@ -68,7 +68,23 @@ struct pprof {
   size_t nmappings, mappings_cap;
   struct idmap function_of;        /* (name string << 32 | file string) -> function id */
   struct pb_buf functions;
+  gzFile gz;                       /* the output: samples go out as they are made */
+  int failed;                      /* a write failed (errno set) */
 };
+
+/* Write b's bytes out once it holds OUTPUT_CHUNK or more (all of it with
+ * `all`), so that the samples of a big tree need not be held at once. */
+#define OUTPUT_CHUNK (1u << 20)
+static void drain(struct pprof *p, struct pb_buf *b, int all)
+{
+  if (b->len < (all ? 1 : OUTPUT_CHUNK)) return;
+  for (size_t done = 0; !p->failed && done < b->len;) {
+    unsigned n = b->len - done > (1u << 30) ? 1u << 30 : (unsigned) (b->len - done);
+    if (gzwrite(p->gz, b->data + done, n) != (int) n) p->failed = 1;
+    done += n;
+  }
+  b->len = 0;
+}
 
 /* The string table's index of s. profile.proto's strings are proto3
  * `string`s, which decoders may reject unless they are UTF-8: bytes that are
@@ -239,55 +255,79 @@ static void write_mappings(struct pprof *p, struct pb_buf *out)
   }
 }
 
-/* The sample of node n whose path (outermost first) is locs[1..depth]. */
-static void write_sample(struct pprof *p, struct pb_buf *out, uint32_t n, const uint32_t *locs, uint32_t depth,
-                         int64_t *values)
+/* Node n's values, one per sample type, added to values[]; returns whether
+ * any is non-zero. */
+static int add_node_values(struct pprof *p, uint32_t n, int64_t *values)
 {
-  const struct tree_node *node = &p->r->tree->nodes[n];
   int any = 0;
   for (size_t t = 0; t < p->ntypes; ++t) {
     const struct sample_type *ty = &p->types[t];
-    if (__builtin_mul_overflow(tree_column(p->r->tree, ty->column, n, ty->k), ty->scale, &values[t]))
-      fatal("--pprof: %s's value on one of its stacks times the tick period in nanoseconds exceeds 64 bits",
-            symtab_name(p->r->st, node->sym));
+    int64_t v;
+    if (__builtin_mul_overflow(tree_column(p->r->tree, ty->column, n, ty->k), ty->scale, &v)
+        || !value_add(values[t], v, &values[t]))
+      fatal("--pprof: the %s of '%.300s' on one of its stacks exceeds the 64-bit range",
+            strpool_get(&p->strings, (uint32_t) ty->type), symtab_name(p->r->st, p->r->tree->nodes[n].sym));
     any |= values[t] != 0;
   }
-  if (!any) return;
+  return any;
+}
+
+/* A sample: the stack locs[depth..1] (leaf first), or for the values of
+ * nodes deeper than REPORT_STACK_FRAMES the marker location over
+ * locs[REPORT_STACK_FRAMES..1]. */
+static void write_sample(struct pprof *p, struct pb_buf *out, const uint32_t *locs, uint32_t depth, int deeper,
+                         const int64_t *values)
+{
   size_t m = pb_begin(out, PROFILE_SAMPLE);
   size_t ids = pb_begin(out, SAMPLE_LOCATION_ID);
-  uint32_t shown = depth;
-  if (depth > REPORT_STACK_FRAMES) {
-    pb_varint(out, location_for(p, UINT32_MAX));
-    shown = REPORT_STACK_FRAMES;
-  }
-  for (uint32_t d = shown; d >= 1; --d) pb_varint(out, locs[d]);
+  if (deeper) pb_varint(out, location_for(p, UINT32_MAX));
+  for (uint32_t d = depth; d >= 1; --d) pb_varint(out, locs[d]);
   pb_end(out, ids);
   size_t vals = pb_begin(out, SAMPLE_VALUE);
   for (size_t t = 0; t < p->ntypes; ++t) pb_varint(out, (uint64_t) values[t]);
   pb_end(out, vals);
   pb_end(out, m);
+  drain(p, out, 0);
 }
 
 /* Every node with a value, depth first, so that the path to the node is at
- * hand: locs[d] is the location of the node's ancestor at depth d. */
+ * hand: locs[d] is the location of the node's ancestor at depth d. The
+ * values of nodes deeper than REPORT_STACK_FRAMES are added up per ancestor
+ * at that depth, one sample each (as --flame does), so that the output is at
+ * most REPORT_STACK_FRAMES + 1 locations per node whatever the depth. */
 static void write_samples(struct pprof *p, struct pb_buf *out)
 {
   const struct call_tree *t = p->r->tree;
   uint32_t *stack = xmalloc(t->count * sizeof(*stack));
   uint32_t *locs = xmalloc((REPORT_STACK_FRAMES + 2) * sizeof(*locs));
   int64_t *values = xmalloc((p->ntypes + 1) * sizeof(*values));
+  int64_t *deeper = xcalloc(p->ntypes + 1, sizeof(*deeper));
+  int have_deeper = 0;
   size_t sp = 0;
   for (uint32_t c = t->nodes[0].first_child; c != NO_NODE; c = t->nodes[c].next_sibling) stack[sp++] = c;
   while (sp) {
     uint32_t n = stack[--sp];
-    const struct tree_node *node = &t->nodes[n];
-    if (node->depth <= REPORT_STACK_FRAMES) locs[node->depth] = location_for(p, node->sym);
-    write_sample(p, out, n, locs, node->depth, values);
-    for (uint32_t c = node->first_child; c != NO_NODE; c = t->nodes[c].next_sibling) stack[sp++] = c;
+    uint32_t depth = t->nodes[n].depth;
+    if (depth <= REPORT_STACK_FRAMES) {
+      /* the subtree the deeper values came from is done */
+      if (have_deeper) {
+        write_sample(p, out, locs, REPORT_STACK_FRAMES, 1, deeper);
+        memset(deeper, 0, p->ntypes * sizeof(*deeper));
+        have_deeper = 0;
+      }
+      locs[depth] = location_for(p, t->nodes[n].sym);
+      memset(values, 0, p->ntypes * sizeof(*values));
+      if (add_node_values(p, n, values)) write_sample(p, out, locs, depth, 0, values);
+    } else {
+      have_deeper |= add_node_values(p, n, deeper);
+    }
+    for (uint32_t c = t->nodes[n].first_child; c != NO_NODE; c = t->nodes[c].next_sibling) stack[sp++] = c;
   }
+  if (have_deeper) write_sample(p, out, locs, REPORT_STACK_FRAMES, 1, deeper);
   free(stack);
   free(locs);
   free(values);
+  free(deeper);
 }
 
 static void write_value_type(struct pb_buf *out, uint32_t field, int64_t type, int64_t unit)
@@ -298,31 +338,32 @@ static void write_value_type(struct pb_buf *out, uint32_t field, int64_t type, i
   pb_end(out, m);
 }
 
-static void encode(struct pprof *p, const struct reader *rd, struct pb_buf *out)
+/* Sample types and samples first (the samples stream out), then what they
+ * refer to, and the string table last, once every string is known. */
+static void encode(struct pprof *p, const struct reader *rd)
 {
-  struct pb_buf samples = { 0 }, locations = { 0 }, mappings = { 0 };
+  struct pb_buf out = { 0 };
   choose_types(p, rd);
-  write_samples(p, &samples);
-  write_locations(p, &locations);
-  write_mappings(p, &mappings);
-  for (size_t t = 0; t < p->ntypes; ++t) write_value_type(out, PROFILE_SAMPLE_TYPE, p->types[t].type, p->types[t].unit);
-  struct pb_buf *parts[] = { &samples, &mappings, &locations, &p->functions };
-  for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); ++i) {
-    GROW(out->data, out->cap, out->len + parts[i]->len);
-    memcpy(out->data + out->len, parts[i]->data, parts[i]->len);
-    out->len += parts[i]->len;
-  }
+  for (size_t t = 0; t < p->ntypes; ++t) write_value_type(&out, PROFILE_SAMPLE_TYPE, p->types[t].type, p->types[t].unit);
+  write_samples(p, &out);
+  write_locations(p, &out);
+  drain(p, &out, 0);
+  write_mappings(p, &out);
+  drain(p, &out, 1);
+  drain(p, &p->functions, 1);
   int64_t comment = string_id(p, "igprof-analyse");
   if (p->period_ns) {
-    write_value_type(out, PROFILE_PERIOD_TYPE, string_id(p, "cpu"), string_id(p, "nanoseconds"));
-    pb_int(out, PROFILE_PERIOD, p->period_ns);
+    write_value_type(&out, PROFILE_PERIOD_TYPE, string_id(p, "cpu"), string_id(p, "nanoseconds"));
+    pb_int(&out, PROFILE_PERIOD, p->period_ns);
   }
-  pb_int(out, PROFILE_COMMENT, comment);
-  if (p->default_type) pb_int(out, PROFILE_DEFAULT_SAMPLE_TYPE, p->default_type);
-  for (size_t i = 0; i < p->strings.count; ++i) pb_string(out, PROFILE_STRING_TABLE, strpool_get(&p->strings, (uint32_t) i));
-  pb_free(&samples);
-  pb_free(&locations);
-  pb_free(&mappings);
+  pb_int(&out, PROFILE_COMMENT, comment);
+  if (p->default_type) pb_int(&out, PROFILE_DEFAULT_SAMPLE_TYPE, p->default_type);
+  for (size_t i = 0; i < p->strings.count; ++i) {
+    pb_string(&out, PROFILE_STRING_TABLE, strpool_get(&p->strings, (uint32_t) i));
+    drain(p, &out, 0);
+  }
+  drain(p, &out, 1);
+  pb_free(&out);
 }
 
 int report_pprof(const struct report *r, const struct reader *rd, struct resolver *resolver, int lines, const char *path)
@@ -334,23 +375,16 @@ int report_pprof(const struct report *r, const struct reader *rd, struct resolve
   idmap_init(&p.mapping_of);
   idmap_init(&p.function_of);
   p.period_ns = (int64_t) llround(r->tick_period * 1e9);
-  struct pb_buf out = { 0 };
-  encode(&p, rd, &out);
-
   int to_stdout = !strcmp(path, "-");
-  gzFile gz = to_stdout ? gzdopen(dup(1), "wb") : gzopen(path, "wb");
-  int ok = gz != NULL;
-  if (ok) {
-    for (size_t done = 0; ok && done < out.len;) {
-      unsigned chunk = out.len - done > (1u << 30) ? 1u << 30 : (unsigned) (out.len - done);
-      ok = gzwrite(gz, out.data + done, chunk) == (int) chunk;
-      done += chunk;
-    }
-    ok = gzclose(gz) == Z_OK && ok;
+  errno = 0;
+  p.gz = to_stdout ? gzdopen(dup(1), "wb") : gzopen(path, "wb");
+  if (p.gz) {
+    encode(&p, rd);
+    if (gzclose(p.gz) != Z_OK) p.failed = 1;
   }
+  int ok = p.gz && !p.failed;
   if (!ok) fprintf(stderr, "igprof-analyse: %s: cannot write: %s\n", to_stdout ? "standard output" : path,
                    strerror(errno ? errno : EIO));
-  pb_free(&out);
   pb_free(&p.functions);
   strpool_free(&p.strings);
   idmap_free(&p.location_of);

@@ -20,7 +20,7 @@ that, 60 s per million lines by default, with a floor of 5 s for small dumps.
 It only catches super-linear behaviour; exact figures and output sizes are the
 real checks (a quadratic report would also be quadratic in its output).
 """
-import argparse, os, re, resource, sqlite3, struct, subprocess, sys, tempfile
+import argparse, gzip, os, re, resource, sqlite3, struct, subprocess, sys, tempfile
 
 ap = argparse.ArgumentParser()
 ap.add_argument("analyse")
@@ -80,6 +80,67 @@ def write_dump(path, lines):
     with open(path, "w") as f:
         f.write("P=(HEX ID=1 N=(hostile) T=0.010000)\n")
         f.writelines(lines)
+
+
+def pb_fields(buf):
+    """(field, value) of one protobuf message: ints for varints, memoryviews
+    for length-delimited fields (profile.proto needs no other wire type)."""
+    pos, end = 0, len(buf)
+    def varint():
+        nonlocal pos
+        v = shift = 0
+        while True:
+            b = buf[pos]
+            pos += 1
+            v |= (b & 0x7f) << shift
+            shift += 7
+            if b < 0x80:
+                return v
+    while pos < end:
+        key = varint()
+        if key & 7 == 0:
+            yield key >> 3, varint()
+        elif key & 7 == 2:
+            n = varint()
+            yield key >> 3, buf[pos:pos + n]
+            pos += n
+        else:
+            raise ValueError("wire type %d" % (key & 7))
+
+
+def packed(buf):
+    out, v, shift = [], 0, 0
+    for b in bytes(buf):
+        v |= (b & 0x7f) << shift
+        shift += 7
+        if b < 0x80:
+            out.append(v)
+            v = shift = 0
+    return out
+
+
+def pprof_samples(path):
+    """--pprof output as (sample type names, [(function names leaf first, values)])."""
+    data = memoryview(gzip.open(path).read())
+    strings, types, samples, locs, funcs = [], [], [], {}, {}
+    for f, v in pb_fields(data):
+        if f == 6:
+            strings.append(bytes(v).decode())
+        elif f == 1:
+            types.append(dict(pb_fields(v))[1])
+        elif f == 2:
+            ids, vals = [], []
+            for sf, sv in pb_fields(v):
+                (ids if sf == 1 else vals).extend(packed(sv))
+            samples.append((ids, vals))
+        elif f == 4:
+            loc = list(pb_fields(v))
+            locs[dict(loc)[1]] = [dict(pb_fields(lv))[1] for lf, lv in loc if lf == 4][0]
+        elif f == 5:
+            fn = dict(pb_fields(v))
+            funcs[fn[1]] = fn[2]
+    return ([strings[t] for t in types],
+            [([strings[funcs[locs[i]]] for i in ids], vals) for ids, vals in samples])
 
 
 # ---- scenario: a deep path of distinct functions ----
@@ -180,6 +241,20 @@ def scenario_deep():
             expect.append(";".join(names) + ";[deeper frames] %d\n" % (T - STACK_FRAMES * (STACK_FRAMES + 1) // 2))
         if open(out).read() != "".join(expect):
             fail("deep.flame: output differs from the expected %d lines" % len(expect))
+
+    # pprof: one sample per frame up to STACK_FRAMES deep, those below added
+    # up under a last location [deeper frames] (as --flame).
+    if selected("pprof"):
+        pb = os.path.join(tmp, "deep.pb.gz")
+        run("deep.pprof", "--pprof", pb, dump, lines=D)
+        expect = [(["f%d" % k for k in range(d, 0, -1)], [1, d]) for d in range(1, min(D, STACK_FRAMES) + 1)]
+        if D > STACK_FRAMES:
+            expect.append((["[deeper frames]"] + ["f%d" % k for k in range(STACK_FRAMES, 0, -1)],
+                           [D - STACK_FRAMES, T - STACK_FRAMES * (STACK_FRAMES + 1) // 2]))
+        types, samples = pprof_samples(pb)
+        if types != ["alloc_objects", "alloc_space"] or sorted(samples) != sorted(expect):
+            fail("deep.pprof: %s, %d samples, expected %d" % (types, len(samples), len(expect)))
+        os.unlink(pb)
 
     # --top 3: the three deepest frames, each with at most STACK_FRAMES frames.
     if selected("top"):
@@ -338,6 +413,13 @@ def scenario_recursion():
     expect = ";".join(["rec"] * min(D, STACK_FRAMES)) + (";[deeper frames]" if D > STACK_FRAMES else "") + " 10\n"
     if open(out).read() != expect:
         fail("rec.flame: output differs from %r..." % expect[:40])
+
+    pb = os.path.join(tmp, "rec.pb.gz")
+    run("rec.pprof", "--pprof", pb, dump, lines=D)
+    expect = [((["[deeper frames]"] if D > STACK_FRAMES else []) + ["rec"] * min(D, STACK_FRAMES), [1, 10])]
+    if pprof_samples(pb) != (["alloc_objects", "alloc_space"], expect):
+        fail("rec.pprof: %s..." % str(pprof_samples(pb))[:200])
+    os.unlink(pb)
 
     # Every recursion level is its own entry: rank d + 1 is rec'd.
     out = run("rec.json", "--json", dump, lines=D)

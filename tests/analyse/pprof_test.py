@@ -7,14 +7,16 @@
        allocations pprofprog.c makes are exact;
   -pp: cpu nanoseconds = PERF_TICKS x the dump's period, samples = ticks,
        the text report's total seconds; period type and period in -raw;
+  -mp -pp: both in one profile, the default type and filters those of -r;
   -g --lines: locations name the source line of each allocation; mappings
        carry the ELF files' build ids.
-Usage: pprof_test.py --bin BUILD/bin --go GO --prog PPROFPROG"""
-import argparse, glob, json, math, os, re, subprocess, sys, tempfile
+Usage: pprof_test.py --bin BUILD/bin --go GO --prog PPROFPROG [--asan ANALYSE_ASAN]"""
+import argparse, glob, gzip, json, math, os, re, subprocess, sys, tempfile
 
 ap = argparse.ArgumentParser()
 for a in ("--bin", "--go", "--prog"):
     ap.add_argument(a, required=True)
+ap.add_argument("--asan", help="the ASan+UBSan analyser: must write the same profiles")
 args = ap.parse_args()
 args.bin, args.prog = os.path.abspath(args.bin), os.path.abspath(args.prog)
 analyse, igprof = os.path.join(args.bin, "igprof-analyse"), os.path.join(args.bin, "igprof")
@@ -30,11 +32,14 @@ def run(cmd, ok=True):
     return r
 
 
-def profile(kind, *prog_args):
-    run([igprof, kind, "-o", os.path.join(tmp, kind[1:] + ".%p"), args.prog, *prog_args])
-    dumps = glob.glob(os.path.join(tmp, kind[1:] + ".*"))
+def profile(*kinds_and_args):
+    kinds = [a for a in kinds_and_args if a.startswith("-")]
+    prog_args = [a for a in kinds_and_args if not a.startswith("-")]
+    stem = "".join(k[1:] for k in kinds)
+    run([igprof, *kinds, "-o", os.path.join(tmp, stem + ".%p"), args.prog, *prog_args])
+    dumps = glob.glob(os.path.join(tmp, stem + ".*"))
     if len(dumps) != 1:
-        sys.exit("%s: expected one dump, got %s" % (kind, dumps))
+        sys.exit("%s: expected one dump, got %s" % (kinds, dumps))
     return dumps[0]
 
 
@@ -141,6 +146,19 @@ if total_ns != ticks * period_ns or text_total(cpu, "PERF_TICKS") != "%.2f" % (m
 if not (ns.get("spin_long", (0, 0))[1] > ns.get("spin_short", (0, 0))[1] > 0):
     fail.append("cpu: spin_long %s should exceed spin_short %s" % (ns.get("spin_long"), ns.get("spin_short")))
 
+# -mp -pp: one dump, memory and CPU sample types in one profile; the
+# default type and the default filters follow -r (allocator frames are
+# folded for MEM_* counters only, as in the reports).
+both = profile("-mp", "-pp", "both")
+for counter, index, unit, scale, default in (("MEM_TOTAL", "alloc_space", "B", 1, "alloc_space/bytes[dflt]"),
+                                             ("PERF_TICKS", "cpu", "ns", period_ns, "cpu/nanoseconds[dflt]")):
+    pb = os.path.join(tmp, "both-%s.pb.gz" % index)
+    run([analyse, "-r", counter, "--pprof", pb, both])
+    compare(both, pb, counter, index, False, unit, scale)
+    raw = run([args.go, "tool", "pprof", "-raw", pb]).stdout
+    if default not in raw or "samples/count" not in raw or "inuse_space/bytes" not in raw:
+        fail.append("-mp -pp -r %s: sample types in\n%s" % (counter, raw[:500]))
+
 # Names that are not UTF-8 (badutf8.dump) become U+FFFD, for decoders that
 # check proto3 strings; others survive as they are (odd.dump).
 data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -152,6 +170,18 @@ for dump, names in (("badutf8.dump", ["bad\ufffd\ufffdutf", 'ok_\u00e9_"q"']),
     for n in names:
         if " M=1 %s :0 s=0\n" % n not in raw:
             fail.append("%s: no location %r in\n%s" % (dump, n, raw))
+
+# The ASan+UBSan build writes the same bytes, without a report.
+if args.asan:
+    for name, extra, dump in (("mem", [], mem), ("lines", ["-g", "--lines"], mem), ("cpu", [], cpu),
+                              ("both", ["-r", "PERF_TICKS"], both)):
+        a, b = os.path.join(tmp, name + "-plain.pb.gz"), os.path.join(tmp, name + "-asan.pb.gz")
+        run([analyse, *extra, "--pprof", a, dump])
+        r = subprocess.run([args.asan, *extra, "--pprof", b, dump], capture_output=True, text=True,
+                           env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+        if r.returncode != 0 or r.stderr or gzip.open(a).read() != gzip.open(b).read():
+            fail.append("ASan build, %s: exit %d, %r, same profile: %s" % (name, r.returncode, r.stderr[-500:],
+                        r.returncode == 0 and gzip.open(a).read() == gzip.open(b).read()))
 
 # Usage errors and an output that cannot be written.
 for extra, msg in ((["-b", mem], "--pprof: no baseline (-b)"), (["--value", "peak"], "--pprof: no --value peak"),

@@ -1,5 +1,6 @@
 /* The program tests/analyse/pprof_test.py profiles: known allocations
- * (`mem`) and two CPU loops, one four times longer (`cpu`). */
+ * (no argument), two CPU loops, one four times longer (`cpu`), or both
+ * (`both`). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,13 +36,16 @@ __attribute__((noinline)) void spin_short(void) { spin(50000000); }
 
 int main(int argc, char **argv)
 {
-  if (argc > 1 && !strcmp(argv[1], "cpu")) {
-    spin_long();
-    spin_short();
-  } else {
+  int cpu = argc > 1 && (!strcmp(argv[1], "cpu") || !strcmp(argv[1], "both"));
+  int mem = argc == 1 || !strcmp(argv[1], "both");
+  if (mem) {
     big_blocks();
     mixed();
     small_blocks();
+  }
+  if (cpu) {
+    spin_long();
+    spin_short();
   }
   return 0;
 }

@@ -1,7 +1,8 @@
 /* libFuzzer target: any byte string as a dump (plain or gzip) goes through
  * the reader, the flat profile and a report. Bad input must end in a clean
  * error (analyse_exit, turned into a longjmp here), never a crash. The first
- * byte picks reader options and the report, the rest is the dump. */
+ * byte picks reader options (bits 0-3), the report (4-6; 7: --pprof, which
+ * reads every counter) and the rank order (7); the rest is the dump. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdint.h>
@@ -34,7 +35,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
   struct symtab st;
   struct call_tree tree;
-  struct read_options opts = { .peak = flags & 1, .no_filter = flags & 2, .min_count = flags & 4 ? 2 : 0 };
+  struct read_options opts = { .peak = flags & 1, .no_filter = flags & 2, .min_count = flags & 4 ? 2 : 0,
+                               .all_counters = (flags >> 4 & 7) == 7 };
   /* Rules cache symbol ids, so they live as long as the symbol table. */
   struct merge_rules *rules = flags & 8 ? merge_rules_new(0, "s/^(f|b)(.*)$/\\2\\1/;s|lib|L|", "ma.*>f/NEW") : NULL;
   opts.merge = rules;
@@ -51,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     flat_rank(&flat, &st, 0);
     struct report r = { .out = devnull, .st = &st, .tree = &tree, .flat = &flat, .key = reader_key(rd),
                         .tick_period = reader_tick_period(rd), .is_time = reader_key_is_time(rd), .show_calls = 1,
-                        .show_paths = 1 };
+                        .show_paths = 1, .ascending = flags >> 7 };
     switch (flags >> 4 & 7) {
     case 0: report_text(&r); break;
     case 1: report_json(&r); break;
@@ -60,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 4: report_flame(&r); break;
     case 5: report_html(&r); break;
     case 6: report_callgrind(&r, devnull); break;
-    default: r.ascending = 1; report_text(&r); break;
+    default: report_pprof(&r, rd, NULL, 0, "/dev/null"); break;
     }
     flat_free(&flat);
   }
