@@ -123,50 +123,61 @@ static void put_rows(const struct navigator *nav, FILE *out, sqlite3_stmt *st, c
   }
 }
 
-/* `sql` with its parameters :arg and :limit (MAX_ROWS) bound, or NULL. */
-static sqlite3_stmt *prepare_bound(const struct navigator *nav, const char *sql, int64_t arg)
+/* `sql` with its parameters bound: :arg, :limit (MAX_ROWS) and :offset
+ * (the rows of earlier pages); NULL when it does not prepare. */
+static sqlite3_stmt *prepare_bound(const struct navigator *nav, const char *sql, int64_t arg, int64_t page)
 {
   sqlite3_stmt *st = prepare(nav, sql);
   if (!st) return NULL;
   int i = sqlite3_bind_parameter_index(st, ":arg");
   if (i) sqlite3_bind_int64(st, i, arg);
   if ((i = sqlite3_bind_parameter_index(st, ":limit")) != 0) sqlite3_bind_int(st, i, MAX_ROWS);
+  if ((i = sqlite3_bind_parameter_index(st, ":offset")) != 0) sqlite3_bind_int64(st, i, (page - 1) * MAX_ROWS);
   return st;
 }
 
-static void put_query(const struct navigator *nav, FILE *out, const char *sql, int64_t arg, const char *cls)
+static void put_query(const struct navigator *nav, FILE *out, const char *sql, int64_t arg, int64_t page,
+                      const char *cls)
 {
-  sqlite3_stmt *st = prepare_bound(nav, sql, arg);
+  sqlite3_stmt *st = prepare_bound(nav, sql, arg, page);
   if (!st) return;
   put_rows(nav, out, st, cls);
   sqlite3_finalize(st);
 }
 
-/* "N more ... not shown" when `count_sql` counts more than MAX_ROWS rows. */
-static void put_more(const struct navigator *nav, FILE *out, const char *count_sql, int64_t arg, const char *what)
+/* The single number `count_sql` gives (0 if none). */
+static int64_t query_count(const struct navigator *nav, const char *count_sql, int64_t arg)
 {
-  sqlite3_stmt *st = prepare_bound(nav, count_sql, arg);
-  if (!st) return;
-  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > MAX_ROWS)
-    fprintf(out, "<tr class=\"more\"><td colspan=\"6\">%" PRId64 " more %s not shown</td></tr>\n",
-            (int64_t) sqlite3_column_int64(st, 0) - MAX_ROWS, what);
+  sqlite3_stmt *st = prepare_bound(nav, count_sql, arg, 1);
+  int64_t n = st && sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
   sqlite3_finalize(st);
+  return n;
 }
 
-/* "Entries A-B of N" with links to the neighbouring pages of `path`. */
-static void put_pages(FILE *out, const char *path, int64_t page, int64_t count)
+static int64_t page_count(int64_t rows) { return rows ? (rows + MAX_ROWS - 1) / MAX_ROWS : 1; }
+
+/* "A-B of N" for the rows of `page` in a list of `count`. */
+static void put_range(FILE *out, int64_t page, int64_t count)
 {
   int64_t first = (page - 1) * MAX_ROWS + 1, last = page * MAX_ROWS < count ? page * MAX_ROWS : count;
-  int64_t pages = (count + MAX_ROWS - 1) / MAX_ROWS;
-  if (!count) {
-    fputs("<p class=\"pages\">No entries</p>\n", out);
-    return;
-  }
-  fprintf(out, "<p class=\"pages\">Entries %" PRId64 "&ndash;%" PRId64 " of %" PRId64 " (page %" PRId64 " of %" PRId64 ")",
-          first, last, count, page, pages);
+  if (first > count) fprintf(out, "none of %" PRId64, count);
+  else fprintf(out, "%" PRId64 "&ndash;%" PRId64 " of %" PRId64, first, last, count);
+}
+
+/* " (page P of K) | previous | next" with the neighbouring pages of `path`. */
+static void put_page_links(FILE *out, const char *path, int64_t page, int64_t pages)
+{
+  fprintf(out, " (page %" PRId64 " of %" PRId64 ")", page, pages);
   if (page > 1) fprintf(out, " | <a href=\"%s?page=%" PRId64 "\">previous %d</a>", path, page - 1, MAX_ROWS);
   if (page < pages) fprintf(out, " | <a href=\"%s?page=%" PRId64 "\">next %d</a>", path, page + 1, MAX_ROWS);
-  fputs("</p>\n", out);
+}
+
+/* The last row of a list that goes on on the next page. */
+static void put_more(FILE *out, const char *path, int64_t page, int64_t count, const char *what)
+{
+  if (count > page * MAX_ROWS)
+    fprintf(out, "<tr class=\"more\"><td colspan=\"6\">%" PRId64 " more %s: <a href=\"%s?page=%" PRId64
+                 "\">next page</a></td></tr>\n", count - page * MAX_ROWS, what, path, page + 1);
 }
 
 static unsigned page_list(const struct navigator *nav, FILE *out, int by_self, int64_t page)
@@ -180,31 +191,23 @@ static unsigned page_list(const struct navigator *nav, FILE *out, int by_self, i
     " JOIN symbols s ON s.id = m.symbol_id ORDER BY abs(m.self_count) DESC, m.id LIMIT :limit OFFSET :offset",
   };
   const char *path = by_self ? "/self" : "/";
-  int64_t count = 0;
-  sqlite3_stmt *st = prepare_bound(nav, "SELECT count(*) FROM mainrows", 0);
-  if (st && sqlite3_step(st) == SQLITE_ROW) count = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  if (page > 1 && (page - 1) * MAX_ROWS >= count)
+  int64_t count = query_count(nav, "SELECT count(*) FROM mainrows", 0);
+  if (page > page_count(count))
     return page_message(nav, out, MHD_HTTP_NOT_FOUND, "not found", "no such page: the list is shorter");
   page_start(nav, out, by_self ? "igprof: by self" : "igprof: by cumulative");
-  fprintf(out, "<h1>Entries by %s value</h1>\n", by_self ? "self" : "cumulative");
-  put_pages(out, path, page, count);
-  fprintf(out, "<table>\n<tr><th>Rank</th><th>%% total</th><th>%s</th><th>%s</th>"
+  fprintf(out, "<h1>Entries by %s value</h1>\n<p class=\"pages\">Entries ", by_self ? "self" : "cumulative");
+  put_range(out, page, count);
+  put_page_links(out, path, page, page_count(count));
+  fprintf(out, "</p>\n<table>\n<tr><th>Rank</th><th>%% total</th><th>%s</th><th>%s</th>"
           "<th>Calls</th><th>Function</th></tr>\n", by_self ? "Self" : "Total", by_self ? "Total" : "Self");
-  if ((st = prepare_bound(nav, sql[by_self], 0)) != NULL) {
-    sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":offset"), (page - 1) * MAX_ROWS);
-    put_rows(nav, out, st, "row");
-    sqlite3_finalize(st);
-  }
-  if (count > page * MAX_ROWS)
-    fprintf(out, "<tr class=\"more\"><td colspan=\"6\">%" PRId64 " more entries: <a href=\"%s?page=%" PRId64
-                 "\">next page</a></td></tr>\n", count - page * MAX_ROWS, path, page + 1);
+  put_query(nav, out, sql[by_self], 0, page, "row");
+  put_more(out, path, page, count, "entries");
   fputs("</table>\n", out);
   page_end(out);
   return MHD_HTTP_OK;
 }
 
-static unsigned page_entry(const struct navigator *nav, FILE *out, int64_t rank)
+static unsigned page_entry(const struct navigator *nav, FILE *out, int64_t rank, int64_t page)
 {
   sqlite3_stmt *st = prepare(nav, "SELECT m.id, m.pct, m.cumulative_count, m.self_count, m.total_calls, s.name,"
                                   " f.name FROM mainrows m JOIN symbols s ON s.id = m.symbol_id"
@@ -215,27 +218,46 @@ static unsigned page_entry(const struct navigator *nav, FILE *out, int64_t rank)
     sqlite3_finalize(st);
     return page_message(nav, out, MHD_HTTP_NOT_FOUND, "not found", "no entry with this rank");
   }
+  int64_t callers = query_count(nav, "SELECT count(*) FROM parents WHERE child_id = :arg", rank);
+  int64_t callees = query_count(nav, "SELECT count(*) FROM children WHERE parent_id = :arg", rank);
+  int64_t pages = page_count(callers > callees ? callers : callees);
+  if (page > pages) {
+    sqlite3_finalize(st);
+    return page_message(nav, out, MHD_HTTP_NOT_FOUND, "not found", "no such page: the callers and callees are fewer");
+  }
+  char path[32];
+  snprintf(path, sizeof(path), "/%" PRId64, rank);
   page_start(nav, out, (const char *) sqlite3_column_text(st, 5));
   fputs("<h1>", out);
   html_write_string(out, (const char *) sqlite3_column_text(st, 5));
   fputs("</h1>\n<p>", out);
   html_write_string(out, (const char *) sqlite3_column_text(st, 6));
-  fputs("</p>\n<table>\n<tr><th>Rank</th><th>% total</th><th>Total / edge</th><th>Self / other's total</th>"
+  fputs("</p>\n", out);
+  if (pages > 1) {
+    fputs("<p class=\"pages\">Callers ", out);
+    put_range(out, page, callers);
+    fputs(", callees ", out);
+    put_range(out, page, callees);
+    put_page_links(out, path, page, pages);
+    fputs("</p>\n", out);
+  }
+  fputs("<table>\n<tr><th>Rank</th><th>% total</th><th>Total / edge</th><th>Self / other's total</th>"
         "<th>Calls</th><th>Function</th></tr>\n", out);
-  /* The largest MAX_ROWS callers, shown in ascending order above the entry. */
-  put_more(nav, out, "SELECT count(*) FROM parents WHERE child_id = :arg", rank, "callers");
+  /* A page's MAX_ROWS callers (the largest first page by page), shown in
+   * ascending order above the entry: the smaller ones, on the next page, first. */
+  put_more(out, path, page, callers, "callers");
   put_query(nav, out, "SELECT * FROM (SELECT p.self_id, p.pct, p.to_child_count, m.cumulative_count, p.to_child_calls,"
                       " s.name FROM parents p JOIN mainrows m ON m.id = p.self_id JOIN symbols s ON s.id = m.symbol_id"
-                      " WHERE p.child_id = :arg ORDER BY p.to_child_count DESC, m.cumulative_count DESC, s.name DESC LIMIT :limit)"
-                      " ORDER BY 3, 4, 6", rank, "caller");
+                      " WHERE p.child_id = :arg ORDER BY p.to_child_count DESC, m.cumulative_count DESC, s.name DESC"
+                      " LIMIT :limit OFFSET :offset) ORDER BY 3, 4, 6", rank, page, "caller");
   sqlite3_reset(st);
   put_rows(nav, out, st, "main");
   sqlite3_finalize(st);
   put_query(nav, out, "SELECT c.self_id, c.pct, c.from_parent_count, m.cumulative_count, c.from_parent_calls, s.name"
                       " FROM children c JOIN mainrows m ON m.id = c.self_id JOIN symbols s ON s.id = m.symbol_id"
-                      " WHERE c.parent_id = :arg ORDER BY c.from_parent_count DESC, m.cumulative_count DESC, s.name LIMIT :limit",
-            rank, "callee");
-  put_more(nav, out, "SELECT count(*) FROM children WHERE parent_id = :arg", rank, "callees");
+                      " WHERE c.parent_id = :arg ORDER BY c.from_parent_count DESC, m.cumulative_count DESC, s.name"
+                      " LIMIT :limit OFFSET :offset", rank, page, "callee");
+  put_more(out, path, page, callees, "callees");
   fputs("</table>\n", out);
   page_end(out);
   return MHD_HTTP_OK;
@@ -322,20 +344,19 @@ static int query_budget(void *cls)
  * NULL), written to out; returns the status. */
 static unsigned build_page(struct navigator *nav, FILE *out, const char *url, const char *page)
 {
-  int list = !strcmp(url, "/") || !strcmp(url, "/cumulative") || !strcmp(url, "/self");
   int64_t number = 1;
+  char *end;
   if (page) {
-    char *end;
     errno = 0;
     number = strtoll(page, &end, 10);
-    if (!list || page[0] < '1' || page[0] > '9' || *end || errno || number > INT64_MAX / MAX_ROWS)
+    if (page[0] < '1' || page[0] > '9' || *end || errno || number > INT64_MAX / MAX_ROWS)
       return page_message(nav, out, MHD_HTTP_NOT_FOUND, "not found", "bad page number");
   }
-  if (list) return page_list(nav, out, !strcmp(url, "/self"), number);
-  char *end;
+  if (!strcmp(url, "/") || !strcmp(url, "/cumulative")) return page_list(nav, out, 0, number);
+  if (!strcmp(url, "/self")) return page_list(nav, out, 1, number);
   errno = 0;
   long long rank = strtoll(url + 1, &end, 10);
-  if (url[0] == '/' && url[1] >= '0' && url[1] <= '9' && !*end && !errno) return page_entry(nav, out, rank);
+  if (url[0] == '/' && url[1] >= '0' && url[1] <= '9' && !*end && !errno) return page_entry(nav, out, rank, number);
   return page_message(nav, out, MHD_HTTP_NOT_FOUND, "not found", url);
 }
 

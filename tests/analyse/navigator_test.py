@@ -222,18 +222,30 @@ try:
     status, body2 = get(port, "/?page=2")
     if (status.split()[1], [r[0] for r in rows(body2, "row")]) != ("200", [str(i) for i in range(1001, 1504)]) or "more entries" in body2:
         fail.append("wide /?page=2: %s, %d rows" % (status, len(rows(body2, "row"))))
-    for bad in ("/?page=3", "/?page=0", "/?page=x", "/?page=-1", "/3?page=2"):
+    for bad in ("/?page=3", "/?page=0", "/?page=x", "/?page=-1", "/?page=", "/3?page=2"):
         status, _ = get(port, bad)
         if status.split()[1] != "404":
             fail.append("%s: status %s, expected 404" % (bad, status))
     h = [r[0] for r in rows(body, "row") if r[5] == "h"]
     status, body = get(port, "/" + h[0]) if h else ("no h", "")
     callers = rows(body, "caller")
-    more = re.findall(r'<tr class="more"><td colspan="6">(\d+) more (\w+) not shown</td></tr>', body)
-    # The 1'000 largest callers g501..g1500, in ascending order, each passing 1.
+    more = re.findall(r'<tr class="more"><td colspan="6">(\d+) more (\w+): <a href="/(\d+)\?page=2">next page</a></td></tr>', body)
+    # The 1'000 largest callers g501..g1500, in ascending order, each passing 1;
+    # the other 500 on page 2.
     if ([c[5] for c in callers] != ["g%d" % i for i in range(501, 1501)] or {c[2] for c in callers} != {"1"}
-            or more != [("500", "callers")]):
+            or more != [("500", "callers", h[0])]):
         fail.append("wide h: %d callers %s..., %s" % (len(callers), [c[5] for c in callers[:3]], more))
+    pages = re.findall(r'<p class="pages">(.*)</p>', body)
+    want = ['Callers 1&ndash;1000 of 1500, callees none of 0 (page 1 of 2) | <a href="/%s?page=2">next 1000</a>' % h[0]]
+    if pages != want:
+        fail.append("wide h: pages line %s, expected %s" % (pages, want))
+    status, body = get(port, "/%s?page=2" % h[0])
+    callers = rows(body, "caller")
+    if (status.split()[1], [c[5] for c in callers], "more callers" in body) != ("200", ["g%d" % i for i in range(1, 501)], False):
+        fail.append("wide h page 2: %s, %d callers %s..." % (status, len(callers), [c[5] for c in callers[:3]]))
+    status, _ = get(port, "/%s?page=3" % h[0])
+    if status.split()[1] != "404":
+        fail.append("wide h page 3: %s, expected 404" % status)
 finally:
     proc.terminate()
     proc.wait()
