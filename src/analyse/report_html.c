@@ -16,7 +16,7 @@
 
 #include "report.h"
 
-#define HTML_EDGES 20            /* callers and callees listed per entry */
+#define HTML_EDGES 10            /* callers and callees listed per entry */
 #define HTML_FLAME_WIDTH 1200    /* SVG units (pixels at 100%) */
 #define HTML_FLAME_ROW 16
 #define HTML_FLAME_RECTS 8000
