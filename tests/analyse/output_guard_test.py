@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """igprof-analyse never writes a report over one of its inputs: -C FILE,
---sqlite FILE and standard output are compared with every input (and -b's
+--sqlite FILE, --pprof FILE and standard output are compared with every input (and -b's
 baseline) by device and inode, so the same name, another path, a symlink or a
 hard link are all refused with exit 1 and the dump is left byte for byte as it
 was. A fresh output file, or one that is not an input, is written normally.
@@ -38,6 +38,10 @@ check(["-C", "link.dump", "prof.dump"], refuse % ("link.dump", "prof.dump"))    
 check(["-C", "hard.dump", "link.dump"], refuse % ("hard.dump", "link.dump"))          # hard link, input via symlink
 check(["-C", os.path.join(d, "prof.dump"), "link.dump"], refuse % (os.path.join(d, "prof.dump"), "link.dump"))
 check(["--sqlite", "hard.sql3", "prof.dump"], refuse % ("hard.sql3", "prof.dump"))   # an input named like a database
+check(["--pprof", "link.dump", "hard.dump"], refuse % ("link.dump", "hard.dump"))
+with open(dump, "ab") as out:
+    check(["--pprof", "-", "prof.dump"], "igprof-analyse: standard output is the input 'prof.dump'; refusing to write the report into it",
+          stdout=out)
 check(["-b", "prof.dump", "-C", "hard.dump", source], refuse % ("hard.dump", "prof.dump"))   # the baseline counts
 check(["-C", "prof.dump", "-"], refuse % ("prof.dump", "<stdin>"), stdin=open(dump, "rb"))
 # Standard output appended to the input (a shell's >> or a dup of the file).
@@ -52,7 +56,8 @@ with open(dump, "ab") as out:
           stdin=open(dump, "rb"), stdout=out)
 
 # Outputs that are not inputs are written: a new file, and an existing other file.
-for args in (["-C", "new.callgrind", "prof.dump"], ["-C", "new.callgrind", "prof.dump"], ["--sqlite", "new.sql3", "link.dump"]):
+for args in (["-C", "new.callgrind", "prof.dump"], ["-C", "new.callgrind", "prof.dump"], ["--sqlite", "new.sql3", "link.dump"],
+             ["--pprof", "new.pb.gz", "prof.dump"]):
     p = subprocess.run([analyse, *args], cwd=d, capture_output=True)
     if p.returncode != 0 or p.stderr or os.path.getsize(os.path.join(d, args[1])) == 0:
         fail.append("%s: exit %d, %r" % (args, p.returncode, p.stderr))

@@ -72,6 +72,22 @@ def text_total(dump, counter):
     return m.group(1).replace("'", "")
 
 
+def text_self_rows(dump, counter):
+    """[(function, self)] of the text report's flat profile by self value,
+    in its order (self as printed: bytes, or seconds with two decimals)."""
+    out = run([analyse, "-r", counter, dump]).stdout
+    section = out.split("Flat profile (self >= 0.01%)", 1)[1].split("Call tree profile", 1)[0]
+    rows = re.findall(r"^\s+[\d.]+\s+(\S+)(?:\s+\d+)?\s+(.+) \[\d+\]$", section, re.M)
+    return [(name, v.replace("'", "")) for v, name in rows if name != "<spontaneous>"]
+
+
+def pprof_top_order(pb, index, unit, fmt):
+    """[(function, flat)] of go tool pprof -top with a flat value, in its order."""
+    cmd = [args.go, "tool", "pprof", "-top", "-nodefraction=0", "-nodecount=100000", "-sample_index=" + index, "-unit=" + unit, pb]
+    rows = re.findall(r"^[ \t]*(\S+)[ \t]+\S+%[ \t]+\S+%[ \t]+\S+[ \t]+\S+%[ \t]+(.+)$", run(cmd).stdout, re.M)
+    return [(name, fmt(v)) for v, name in rows if v not in ("0", "flat")]
+
+
 def compare(dump, pb, counter, index, calls, unit=None, scale=1):
     ours, summary = entries(dump, counter)
     k = 2 if calls else 0
@@ -97,6 +113,11 @@ objects = compare(mem, pb, "MEM_TOTAL", "alloc_objects", True)
 inuse = compare(mem, pb, "MEM_LIVE", "inuse_space", False, "B")
 compare(mem, pb, "MEM_LIVE", "inuse_objects", True)
 compare(mem, pb, "MEM_PEAK", "peak_space", False, "B")
+# The text report's functions by self value, in its order, are pprof's top.
+for counter, index in (("MEM_TOTAL", "alloc_space"), ("MEM_LIVE", "inuse_space")):
+    want, got = text_self_rows(mem, counter), pprof_top_order(pb, index, "B", lambda v: v.rstrip("B"))
+    if got != want or not want:
+        fail.append("mem %s: text report's self rows %s, go tool pprof -top %s" % (index, want, got))
 if text_total(mem, "MEM_TOTAL") != str(top(pb, "alloc_space", "B")[1]):
     fail.append("mem: text report total %s" % text_total(mem, "MEM_TOTAL"))
 exact = {"big_blocks": ((3000, 3000), (3, 3), (3000, 3000)), "mixed": ((500, 600), (1, 11), (500, 500)),
@@ -138,6 +159,11 @@ compare(cpu, pb, "PERF_TICKS", "samples", False)
 raw = run([args.go, "tool", "pprof", "-raw", pb]).stdout
 if "PeriodType: cpu nanoseconds\nPeriod: %d\n" % period_ns not in raw or "samples/count cpu/nanoseconds[dflt]" not in raw:
     fail.append("cpu: period or sample types in\n%s" % raw[:400])
+want = text_self_rows(cpu, "PERF_TICKS")
+# seconds as the text report computes them: ticks x T, rounded half away from zero
+got = pprof_top_order(pb, "cpu", "ns", lambda v: "%.2f" % (math.floor(int(v.rstrip("ns")) // period_ns * period * 100 + 0.5) / 100))
+if [n for n, _ in got[:1]] != ["spin"] or got[:len(want)] != want[:len(got)] or not want:
+    fail.append("cpu: text report's self rows %s, go tool pprof -top %s" % (want, got))
 total_ns = top(pb, "cpu", "ns")[1]
 ticks = entries(cpu, "PERF_TICKS")[1]["total_counts"]
 # the text report shows ticks x T rounded half away from zero (C's round)
