@@ -52,8 +52,8 @@ for prog in user_pc user_cmake; do
   [ -s "$P/$prog.dump" ] || fail "igprof_dump_now wrote no $prog.dump"
   # The checkpoint dump: samples in burn_enabled (0.3 s at 200 Hz is about 60),
   # none in burn_disabled, which ran with sampling off.
-  report=$("$PREFIX/bin/igprof-analyse" -g -r PERF_TICKS -p "$P/$prog.dump" 2>&1)
-  enabled=$(grep -m1 -E ' burn_enabled \[[0-9]+\]' <<<"$report" | awk '{print $3}')
+  report=$("$PREFIX/bin/igprof-analyse" -g -r PERF_TICKS "$P/$prog.dump" 2>&1)
+  enabled=$(grep -m1 -E ' burn_enabled \[[0-9]+\]' <<<"$report" | awk '{print $2}')
   [ -n "$enabled" ] && [ "$(awk -v s="$enabled" 'BEGIN { print (s >= 0.15) }')" = 1 ] ||
     fail "$prog: burn_enabled's seconds in the checkpoint dump: '$enabled' (report: $(head -c 2000 <<<"$report"))"
   if grep -q ' burn_disabled ' <<<"$report"; then fail "$prog: burn_disabled was sampled with sampling off"; fi
