@@ -138,6 +138,26 @@ try:
               any(n.startswith("ns::odd name (x) [") for n in names), "a name with spaces and ')' shown as is: %s" % names)
         check(any(n.startswith("donn\u00e9es_) [") for n in names), "a UTF-8 name shown decoded: %s" % names)
 
+        # ---- -b/-D: deltas, no flame graph; a *_MAX counter: no flame graph ----
+        diff = html_report(os.path.join(data, "new.dump"), "diff.html", "-b", os.path.join(data, "base.dump"), "-D")
+        b.load("file://" + diff)
+        no_problems(b, "diff.html")
+        eq(b.eval("Array.from(document.querySelectorAll('#flat tbody tr')).map(r => [r.cells[1].innerText, r.cells[2].innerText, r.cells[5].innerText])"),
+           [["-25.00", "-250", "parse [1]"], ["-50.00", "-250", "token [2]"], ["20.00", "200", "load [3]"],
+            ["new", "100", "cache [4]"], ["2.50", "50", "<spontaneous> [5]"], ["2.50", "50", "main [6]"]],
+           "diff.html: deltas ranked by size, 'new' for cache")
+        b.eval("document.querySelector('th[data-sort=pct]').click()")
+        eq(flat_names(b), ["cache [4]", "load [3]", "<spontaneous> [5]", "main [6]", "parse [1]", "token [2]"],
+           "diff.html: by delta %, largest first, 'new' above all")
+        eq(b.eval("document.querySelectorAll('#flame').length"), 0, "diff.html: no flame graph for a difference")
+        check(b.text("#flame-none").startswith("No flame graph"), "diff.html: says why there is no flame graph")
+        maxpage = html_report(os.path.join(data, "igprof_style.dump"), "max.html", "-r", "MEM_MAX")
+        b.load("file://" + maxpage)
+        no_problems(b, "max.html")
+        eq((b.eval("document.querySelectorAll('#flame').length"), b.eval("!!document.getElementById('flame-none')")),
+           (0, True), "max.html: no flame graph for MEM_MAX")
+        eq(missing_anchors(b), [], "every link of max.html has its target")
+
         # ---- a big profile: the page stays small and fast ----
         big = big_dump()
         page = html_report(big, "big.html")
