@@ -79,7 +79,8 @@ static void page_start(const struct navigator *nav, FILE *out, const char *title
   fputs(", total ", out);
   put_value(nav, out, nav->total);
   fputs(nav->is_time ? " seconds" : "", out);
-  fputs("</p>\n", out);
+  fputs("</p>\n<form action=\"/search\" method=\"get\"><input type=\"search\" name=\"q\" "
+        "aria-label=\"search names\" placeholder=\"search names\"> <button>Search</button></form>\n", out);
 }
 
 static void page_end(FILE *out) { fputs("</body></html>\n", out); }
@@ -164,20 +165,21 @@ static void put_range(FILE *out, int64_t page, int64_t count)
   else fprintf(out, "%" PRId64 "&ndash;%" PRId64 " of %" PRId64, first, last, count);
 }
 
-/* " (page P of K) | previous | next" with the neighbouring pages of `path`. */
-static void put_page_links(FILE *out, const char *path, int64_t page, int64_t pages)
+/* " (page P of K) | previous | next": links to `base` (a path and the start
+ * of its query, HTML-escaped: "/self?", "/search?q=x&amp;") with page=N. */
+static void put_page_links(FILE *out, const char *base, int64_t page, int64_t pages)
 {
   fprintf(out, " (page %" PRId64 " of %" PRId64 ")", page, pages);
-  if (page > 1) fprintf(out, " | <a href=\"%s?page=%" PRId64 "\">previous %d</a>", path, page - 1, MAX_ROWS);
-  if (page < pages) fprintf(out, " | <a href=\"%s?page=%" PRId64 "\">next %d</a>", path, page + 1, MAX_ROWS);
+  if (page > 1) fprintf(out, " | <a href=\"%spage=%" PRId64 "\">previous %d</a>", base, page - 1, MAX_ROWS);
+  if (page < pages) fprintf(out, " | <a href=\"%spage=%" PRId64 "\">next %d</a>", base, page + 1, MAX_ROWS);
 }
 
-/* The last row of a list that goes on on the next page. */
-static void put_more(FILE *out, const char *path, int64_t page, int64_t count, const char *what)
+/* The last row of a list that goes on on the next page (`base` as above). */
+static void put_more(FILE *out, const char *base, int64_t page, int64_t count, const char *what)
 {
   if (count > page * MAX_ROWS)
-    fprintf(out, "<tr class=\"more\"><td colspan=\"6\">%" PRId64 " more %s: <a href=\"%s?page=%" PRId64
-                 "\">next page</a></td></tr>\n", count - page * MAX_ROWS, what, path, page + 1);
+    fprintf(out, "<tr class=\"more\"><td colspan=\"6\">%" PRId64 " more %s: <a href=\"%spage=%" PRId64
+                 "\">next page</a></td></tr>\n", count - page * MAX_ROWS, what, base, page + 1);
 }
 
 static unsigned page_list(const struct navigator *nav, FILE *out, int by_self, int64_t page)
@@ -190,7 +192,7 @@ static unsigned page_list(const struct navigator *nav, FILE *out, int by_self, i
     "SELECT m.id, m.pct, m.self_count, m.cumulative_count, m.self_calls, s.name FROM mainrows m"
     " JOIN symbols s ON s.id = m.symbol_id ORDER BY abs(m.self_count) DESC, m.id LIMIT :limit OFFSET :offset",
   };
-  const char *path = by_self ? "/self" : "/";
+  const char *path = by_self ? "/self?" : "/?";
   int64_t count = query_count(nav, "SELECT count(*) FROM mainrows", 0);
   if (page > page_count(count))
     return page_message(nav, out, MHD_HTTP_NOT_FOUND, "not found", "no such page: the list is shorter");
@@ -204,6 +206,71 @@ static unsigned page_list(const struct navigator *nav, FILE *out, int by_self, i
   put_more(out, path, page, count, "entries");
   fputs("</table>\n", out);
   page_end(out);
+  return MHD_HTTP_OK;
+}
+
+/* "/search?q=<text>&amp;" in a malloc'ed string (NULL: out of memory), the
+ * text's bytes but letters, digits and -._~ as %HH. */
+static char *search_base(const char *text)
+{
+  static const char hex[] = "0123456789ABCDEF";
+  char *base = malloc(strlen(text) * 3 + sizeof("/search?q=&amp;")), *d = base;
+  if (!base) return NULL;
+  d += sprintf(d, "/search?q=");
+  for (const unsigned char *p = (const unsigned char *) text; *p; ++p) {
+    if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("-._~", *p)) {
+      *d++ = (char) *p;
+    } else {
+      *d++ = '%';
+      *d++ = hex[*p >> 4];
+      *d++ = hex[*p & 15];
+    }
+  }
+  strcpy(d, "&amp;");
+  return base;
+}
+
+/* The entries whose name contains `text` (ASCII letters in any case), by
+ * cumulative value, in pages. Every name is read: the page's time budget
+ * bounds it on a huge database. */
+static unsigned page_search(const struct navigator *nav, FILE *out, const char *text, int64_t page)
+{
+  static const char *const sql[2] = {
+    "SELECT count(*) FROM mainrows m JOIN symbols s ON s.id = m.symbol_id WHERE instr(lower(s.name), lower(:text)) > 0",
+    "SELECT m.id, m.pct, m.cumulative_count, m.self_count, m.total_calls, s.name FROM mainrows m"
+    " JOIN symbols s ON s.id = m.symbol_id WHERE instr(lower(s.name), lower(:text)) > 0"
+    " ORDER BY abs(m.cumulative_count) DESC, m.id LIMIT :limit OFFSET :offset",
+  };
+  if (!text || !text[0])
+    return page_message(nav, out, MHD_HTTP_OK, "search", "give a text to look for in the names: /search?q=TEXT");
+  sqlite3_stmt *st[2];
+  for (int i = 0; i < 2; ++i)
+    if ((st[i] = prepare_bound(nav, sql[i], 0, page)) != NULL)
+      sqlite3_bind_text(st[i], sqlite3_bind_parameter_index(st[i], ":text"), text, -1, SQLITE_STATIC);
+  int64_t count = st[0] && sqlite3_step(st[0]) == SQLITE_ROW ? sqlite3_column_int64(st[0], 0) : 0;
+  sqlite3_finalize(st[0]);
+  if (page > page_count(count)) {
+    sqlite3_finalize(st[1]);
+    return page_message(nav, out, MHD_HTTP_NOT_FOUND, "not found", "no such page: the list is shorter");
+  }
+  char *base = search_base(text);
+  if (!base) {
+    sqlite3_finalize(st[1]);
+    return page_message(nav, out, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory", "the search text is too long");
+  }
+  page_start(nav, out, "igprof: search");
+  fputs("<h1>Entries whose name contains &ldquo;", out);
+  html_write_string(out, text);
+  fputs("&rdquo;</h1>\n<p class=\"pages\">Entries ", out);
+  put_range(out, page, count);
+  put_page_links(out, base, page, page_count(count));
+  fputs("</p>\n<table>\n<tr><th>Rank</th><th>% total</th><th>Total</th><th>Self</th><th>Calls</th><th>Function</th></tr>\n", out);
+  if (st[1]) put_rows(nav, out, st[1], "row");
+  sqlite3_finalize(st[1]);
+  put_more(out, base, page, count, "entries");
+  fputs("</table>\n", out);
+  page_end(out);
+  free(base);
   return MHD_HTTP_OK;
 }
 
@@ -226,7 +293,7 @@ static unsigned page_entry(const struct navigator *nav, FILE *out, int64_t rank,
     return page_message(nav, out, MHD_HTTP_NOT_FOUND, "not found", "no such page: the callers and callees are fewer");
   }
   char path[32];
-  snprintf(path, sizeof(path), "/%" PRId64, rank);
+  snprintf(path, sizeof(path), "/%" PRId64 "?", rank);
   page_start(nav, out, (const char *) sqlite3_column_text(st, 5));
   fputs("<h1>", out);
   html_write_string(out, (const char *) sqlite3_column_text(st, 5));
@@ -340,10 +407,13 @@ static int query_budget(void *cls)
   return 1;
 }
 
-/* The page for one GET or HEAD of `url` (`page`: its ?page= argument or
- * NULL), written to out; returns the status. */
-static unsigned build_page(struct navigator *nav, FILE *out, const char *url, const char *page)
+/* A request's arguments (NULL when absent). */
+struct request_args { const char *page, *q; };
+
+/* The page for one GET or HEAD of `url`, written to out; returns the status. */
+static unsigned build_page(struct navigator *nav, FILE *out, const char *url, const struct request_args *args)
 {
+  const char *page = args->page;
   int64_t number = 1;
   char *end;
   if (page) {
@@ -354,6 +424,7 @@ static unsigned build_page(struct navigator *nav, FILE *out, const char *url, co
   }
   if (!strcmp(url, "/") || !strcmp(url, "/cumulative")) return page_list(nav, out, 0, number);
   if (!strcmp(url, "/self")) return page_list(nav, out, 1, number);
+  if (!strcmp(url, "/search")) return page_search(nav, out, args->q, number);
   errno = 0;
   long long rank = strtoll(url + 1, &end, 10);
   if (url[0] == '/' && url[1] >= '0' && url[1] <= '9' && !*end && !errno) return page_entry(nav, out, rank, number);
@@ -362,7 +433,7 @@ static unsigned build_page(struct navigator *nav, FILE *out, const char *url, co
 
 /* The answer to `method url` in a malloc'ed buffer (*page, *len); returns
  * the status, 0 when out of memory. */
-static unsigned render(struct navigator *nav, const char *method, const char *url, const char *page_arg,
+static unsigned render(struct navigator *nav, const char *method, const char *url, const struct request_args *args,
                        char **page, size_t *len)
 {
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -374,7 +445,7 @@ static unsigned render(struct navigator *nav, const char *method, const char *ur
     if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
       status = page_message(nav, out, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed", "only GET and HEAD are served");
     else if (attempt == 0)
-      status = build_page(nav, out, url, page_arg);
+      status = build_page(nav, out, url, args);
     else
       status = page_message(nav, out, MHD_HTTP_SERVICE_UNAVAILABLE, "query too slow",
                             "the database query for this page took longer than its time budget");
@@ -400,8 +471,9 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
   if (served && *upload_size) { *upload_size = 0; return MHD_YES; }
   char *page = NULL;
   size_t len = 0;
-  unsigned status = render(nav, method, url, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "page"),
-                           &page, &len);
+  struct request_args args = { MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "page"),
+                               MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "q") };
+  unsigned status = render(nav, method, url, &args, &page, &len);
   if (!status) return MHD_NO;
   struct MHD_Response *r = MHD_create_response_from_buffer(len, page, MHD_RESPMEM_MUST_FREE);
   if (!r) { free(page); return MHD_NO; }

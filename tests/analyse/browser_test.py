@@ -6,7 +6,7 @@ after clicks and typing -- is checked against what the dumps hold
 (tests/analyse/data/README.md). Chromium missing is a failure, not a skip.
 
 Usage: browser_test.py ANALYSE NAVIGATOR DATA_DIR"""
-import json, os, re, shutil, subprocess, sys, tempfile, time, urllib.error, urllib.request
+import json, os, re, shutil, subprocess, sys, tempfile, time, urllib.error, urllib.parse, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import browser
@@ -249,6 +249,28 @@ try:
             eq((b.eval("location.pathname + location.search"), b.eval("document.querySelectorAll('tr.caller').length")),
                ("/%s?page=2" % h, 500), "h's 'next page': the other 500 callers")
             page_links()
+            # Search: the form on every page; names containing the text, any case.
+            since = len(b.events)
+            b.eval("document.querySelector('form input[name=q]').value = 'G15'; document.querySelector('form button').click()")
+            b.wait_event("Page.loadEventFired", since)
+            no_problems(b, "navigator search")
+            eq((b.eval("location.pathname + location.search"), b.text("h1"), b.text("p.pages")),
+               ("/search?q=G15", "Entries whose name contains \u201cG15\u201d", "Entries 1\u201312 of 12 (page 1 of 1)"),
+               "search form: G15")
+            eq(b.eval("Array.from(document.querySelectorAll('tr.row')).map(r => r.cells[5].innerText)"),
+               ["g1500"] + ["g%d" % i for i in range(159, 149, -1)] + ["g15"], "search G15: by cumulative value")
+            page_links()
+            b.load(base + "/search?q=g")
+            eq((b.text("p.pages"), len(ranks())), ("Entries 1\u20131000 of 1500 (page 1 of 2) | next 1000", 1000), "search g: page 1")
+            since = len(b.events)
+            b.eval("document.querySelector('tr.more a').click()")
+            b.wait_event("Page.loadEventFired", since)
+            eq((b.eval("location.pathname + location.search"), len(ranks())), ("/search?q=g&page=2", 500), "search g: page 2")
+            page_links()
+            b.load(base + "/search?q=" + urllib.parse.quote("a b&c<"))
+            no_problems(b, "navigator search with & and <")
+            eq((b.text("h1"), b.text("p.pages")), ("Entries whose name contains \u201ca b&c<\u201d", "Entries none of 0 (page 1 of 1)"),
+               "search 'a b&c<': shown as typed, nothing found")
             # Every link of the pages seen answers 200.
             bad = []
             for href in sorted(links):
