@@ -19,6 +19,7 @@ PKGS=(
   golang-go               # a cgo program under the profiler (tests)
   valgrind                # ms_print reads igprof-analyse --massif output (tests); bench/cachegrind.sh
   man-db groff-base bsdextrautils   # the installed man pages are rendered by man and col in install.tree
+  bash-completion         # install.completion: the program's own completion after igprof's options
   chromium                # the HTML report and the navigator are loaded in headless Chromium (tests)
   python3-jsonschema jq   # --json output checked against docs/analyse-json.schema.json and read by jq (tests)
 )

@@ -66,3 +66,15 @@ expect "hello.txt" igprof -- echo hel
 got=$(complete_words igtrace -tm -- ech)
 grep -qx echo <<<"$got" || fail "completing the program after --: no echo in '$got'"
 echo "ok: 'igtrace -tm -- ech' -> a command"
+
+# With the bash-completion package (scripts/deps.sh installs it), the
+# program's arguments are completed as the program's: here igtrace's own.
+BASH_COMPLETION=/usr/share/bash-completion/bash_completion
+[ -f "$BASH_COMPLETION" ] || fail "no $BASH_COMPLETION: install bash-completion (scripts/deps.sh)"
+got=$(env -i PATH="$P/prefix/bin:/usr/bin:/bin" HOME="$P" bash --norc --noprofile -c '
+  source "$1" && source "$2"; shift 2
+  COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 )); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
+  _igprof_complete "$1" 2>/dev/null   # compopt: no real completion running
+  printf "%s\n" "${COMPREPLY[@]}"' _ "$BASH_COMPLETION" "$DIR/igprof" igprof -mp -- igtrace --st)
+[ "$got" = "--stack" ] || fail "completing 'igprof -mp -- igtrace --st' with bash-completion: '$got'"
+echo "ok: with bash-completion, 'igprof -mp -- igtrace --st' -> --stack (igtrace's completion)"
