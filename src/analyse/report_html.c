@@ -10,7 +10,6 @@
  * least one pixel wide, HTML_FLAME_RECTS at most. No external resources;
  * the script only filters and sorts what is in the page. Names are
  * HTML-escaped and bytes that are not UTF-8 become U+FFFD. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -189,6 +189,21 @@ try:
         wide_modules = sum(1 for m in values if sum(m) * 1200 / total >= 1)
         eq(b.eval("document.querySelectorAll('#flame g.f').length"), 1 + wide_modules,
            "big.html: flame boxes for main and the %d modules a pixel wide or more" % wide_modules)
+        # 1'000 chains 10 calls deep, each 1.2 boxes wide: 11'000 boxes of a pixel
+        # or more, cut at 8'000 (the first 727 chains whole, then 3 boxes of the next).
+        bushy = os.path.join(tmp, "bushy.dump")
+        with open(bushy, "w") as f:
+            f.write("P=(HEX ID=1 N=(bushy) T=0.010000)\nC1 FN0=(F0=(/b)+10 N=(main))+0\n")
+            fn = 1
+            for i in range(1000):
+                for d in range(11):
+                    f.write("C%x FN%x=(F0+%x N=(c%d_%d))+0%s\n" % (d + 2, fn, 16 * fn, i, d,
+                            (" V0%s:(1,1,1)" % ("=(MEM_TOTAL)" if i == 0 else "")) if d == 10 else ""))
+                    fn += 1
+        b.load("file://" + html_report(bushy, "bushy.html"))
+        no_problems(b, "bushy.html")
+        eq((b.eval("document.querySelectorAll('#flame g.f').length"), b.text("#flame-cut")),
+           (8000, "The graph stops at 8000 boxes: the rest of the tree is left out."), "bushy.html: the flame graph's cut")
         everything = html_report(big, "all.html", "--html-limit", "0")
         with open(everything, encoding="utf-8") as f:
             eq(f.read().count('<tbody class="entry"'), 20202, "--html-limit 0: every entry (20'201 and <spontaneous>)")
