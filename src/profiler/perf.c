@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <string.h>
+#include <time.h>
 #include <ucontext.h>
 
 #define MAX_WEIGHT 10000 /* periods one signal may stand for */
@@ -41,6 +42,8 @@ static int timer_warned;
 
 /* Statistics, reported with -d at the final dump. */
 static _Atomic uint64_t samples, periods, dropped_busy, dropped_walk, dropped_unready, kernel_samples;
+static _Atomic uint64_t paced_samples; /* samples after which the period started again (perf_timer_pace) */
+static _Atomic uint64_t stale_samples; /* signals of an arming perf_timer_pace replaced */
 
 /* ---------------------------------------------------------------- */
 /* Options                                                           */
@@ -125,6 +128,16 @@ static enum igprof_signal_result on_signal(int sig, siginfo_t *si, void *uc)
     return IGPROF_SIGNAL_DONE;
   }
   int saved_errno = errno;
+  int64_t entered_ns = 0;
+  if (perf_config.clock == PERF_CLOCK_REAL) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0) entered_ns = ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    if (perf_timer_stale(entered_ns)) {
+      atomic_fetch_add_explicit(&stale_samples, 1, memory_order_relaxed);
+      errno = saved_errno;
+      return IGPROF_SIGNAL_DONE;
+    }
+  }
   int64_t weight = 1 + (si->si_overrun > 0 ? si->si_overrun : 0);
   if (weight > MAX_WEIGHT) weight = MAX_WEIGHT;
   if (!igprof_enter()) {
@@ -133,6 +146,10 @@ static enum igprof_signal_result on_signal(int sig, siginfo_t *si, void *uc)
     atomic_fetch_add_explicit(&dropped_busy, 1, memory_order_relaxed);
   } else {
     struct igprof_node *node = igprof_tls.ready ? igprof_capture_from_signal(uc) : NULL;
+    int restarted = 0;
+    int64_t paced = perf_timer_pace(entered_ns, &restarted);
+    if (restarted) atomic_fetch_add_explicit(&paced_samples, 1, memory_order_relaxed);
+    weight = weight + paced > MAX_WEIGHT ? MAX_WEIGHT : weight + paced;
     if (node) {
       igprof_counter_add(node, c_ticks, weight, weight);
       atomic_fetch_add_explicit(&samples, 1, memory_order_relaxed);
@@ -232,7 +249,7 @@ static void perf_fork_child(void)
 {
   perf_timer_fork_child();
   if (!perf_config.keep_on_fork) igprof_tree_reset_counters(1u << c_ticks);
-  samples = periods = dropped_busy = dropped_walk = dropped_unready = kernel_samples = 0;
+  samples = periods = dropped_busy = dropped_walk = dropped_unready = kernel_samples = paced_samples = stale_samples = 0;
   start_this_thread();
 }
 
@@ -256,11 +273,13 @@ static void perf_before_final_dump(void)
 {
   perf_timer_disarm_all();
   igprof_debug("perf: %llu samples (%llu periods of %lld ns), dropped: %llu inside the profiler, "
-               "%llu unwalkable, %llu in unprepared threads; %llu in the kernel (not counted by -pu)",
+               "%llu unwalkable, %llu in unprepared threads; %llu in the kernel (not counted by -pu); "
+               "%llu samples came so late that the period started again (%llu signals of the old period dropped)",
                (unsigned long long) samples, (unsigned long long) periods,
                (long long) perf_period_ns(), (unsigned long long) dropped_busy,
                (unsigned long long) dropped_walk, (unsigned long long) dropped_unready,
-               (unsigned long long) kernel_samples);
+               (unsigned long long) kernel_samples, (unsigned long long) paced_samples,
+               (unsigned long long) stale_samples);
 }
 
 /* ---------------------------------------------------------------- */

@@ -71,6 +71,16 @@ void perf_timer_thread_stop(void);
 void perf_timer_pause(void);
 void perf_timer_resume(void);
 
+/* -pr, after a sample, in the handler (guard taken); `entered_ns`: the
+ * handler's start on CLOCK_MONOTONIC. Restarts the thread's period if its
+ * next expiry is under half a period away (*restarted = 1), so the program
+ * always runs between samples. Returns whole periods to add to the
+ * sample's weight. */
+int64_t perf_timer_pace(int64_t entered_ns, int *restarted);
+/* Whether a -pr sample that entered the handler at `entered_ns` was sent
+ * by an arming perf_timer_pace replaced (and already credited). */
+int perf_timer_stale(int64_t entered_ns);
+
 /* For -pr sleeps: stop the thread's timer, and after `elapsed_ns` of
  * sleep restart it in the phase it would have had; returns how many
  * periods expired during the sleep (the samples it would have taken). */

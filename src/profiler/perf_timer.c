@@ -55,6 +55,9 @@ static _Atomic int timer_signal;   /* what timers send; -1 once no signal is fre
 
 static IE_TLS struct perf_slot *my_slot;
 static IE_TLS int64_t paused_remaining; /* ns left in the period at pause, 0 if not paused */
+static IE_TLS int64_t paced_ns;         /* time perf_timer_pace owes the profile, under a period */
+static IE_TLS int64_t fresh_from;       /* its arming's first expiry (CLOCK_MONOTONIC ns): a sample
+                                         * delivered before is one of the arming it replaced */
 
 int64_t perf_period_ns(void) { return 1000000000LL / perf_config.hz; }
 
@@ -328,6 +331,54 @@ void perf_timer_resume(void)
   if (left > 0) wake(left);
 }
 
+/* A sample's delivery and its handler may take most of a period: a deep
+ * walk at a high rate, or any walk under an emulator, where the signal's
+ * delivery alone costs tens of microseconds. When the timer's next expiry
+ * is then less than half a period away, it would interrupt the program
+ * again before it ran for long, or at once: at worst the program stops
+ * running (seen at 2 kHz under qemu-arm; natively at 100 kHz a program ran
+ * 400 times slower). So the period starts again from now, and the time
+ * since the expiry this signal stands for is credited with this sample,
+ * whole periods now and the rest with later ones: the totals stay those
+ * of the clock.
+ * Expiries of the old arming that came during the handler were credited
+ * here; their signal, still queued, is dropped by newer kernels and
+ * delivered by older ones: perf_timer_stale tells such a delivery (it
+ * comes before the new arming's first expiry could).
+ * -pr only: a CPU-time timer's expiry is seen on the scheduler's tick
+ * (every few milliseconds), so it sends at most one signal per tick
+ * whatever the handler costs, and a late delivery is the tick's doing. */
+int64_t perf_timer_pace(int64_t entered_ns, int *restarted)
+{
+  struct perf_slot *s = my_slot;
+  if (!s || perf_config.clock != PERF_CLOCK_REAL || entered_ns <= 0 || atomic_load(&timers_stopped)) return 0;
+  int64_t period = perf_period_ns(), extra = 0;
+  slot_lock(s);
+  struct itimerspec cur;
+  if (s->timer >= 0 && !s->resting && syscall(SYS_timer_gettime, s->timer, &cur) == 0) {
+    int64_t left = ts_to_ns(cur.it_value);
+    struct timespec now_ts;
+    if (left > 0 && left < period / 2 && clock_gettime(CLOCK_MONOTONIC, &now_ts) == 0) {
+      int64_t now = ts_to_ns(now_ts), old_left = 0;
+      if (sys_timer_settime(s->timer, period, &old_left) == 0 && old_left > 0) {
+        /* The old arming's expiries: now + old_left - j * period. This
+         * signal stands for the last one before the handler began. */
+        int64_t next = now + old_left, since = next - entered_ns;
+        int64_t behind = since > 0 ? (since + period - 1) / period : 1; /* expiries from it to next */
+        paced_ns += now - (next - behind * period);
+        extra = paced_ns / period;
+        paced_ns %= period;
+        fresh_from = now + period;
+        *restarted = 1;
+      }
+    }
+  }
+  slot_unlock(s);
+  return extra;
+}
+
+int perf_timer_stale(int64_t entered_ns) { return entered_ns > 0 && entered_ns < fresh_from; }
+
 int64_t perf_timer_sleep_begin(void) { return rest(); }
 
 int64_t perf_timer_sleep_end(int64_t remaining_ns, int64_t elapsed_ns)
@@ -385,6 +436,7 @@ void perf_timer_fork_child(void)
   }
   my_slot = NULL;
   paused_remaining = 0;
+  paced_ns = fresh_from = 0;
 }
 
 void perf_timer_drain_pending(void)

@@ -280,6 +280,39 @@ def scenario_storm(a):
     same_as_native(a, [a.waittest, 'storm'], opts=('-pr', '-pf', '2000'))
 
 
+def scenario_pace(a):
+    # At 50 kHz a sample's delivery and walk take a good part of the 20 us
+    # period: without perf_timer_pace the next expiry came before the
+    # program ran again, and cputest ratio took 44 s instead of 1. The
+    # period now starts again after such a sample, which is credited with
+    # the time the restart moved: the program runs at a few times its
+    # speed, and the sampled wall-clock time is still the run's. Under an
+    # emulator, where a delivery alone takes about 100 us, 10 kHz is that
+    # case (the credit of a restart is exact to a period when the signal
+    # took longer than one to reach its handler).
+    import time
+    hz = 10000 if a.target.emulated else 50000
+    start = time.monotonic()
+    native, _, _ = run([a.cputest, 'ratio'])
+    native_wall = time.monotonic() - start
+    eq(native.returncode, 0, 'cputest ratio natively: exit status')
+    opts = ('-pr', '-pf', str(hz))
+    unsampled = unsampled_cost(a, [a.cputest, 'none'], opts)
+    start = time.monotonic()
+    r, _, _ = cputest(a, 'ratio', opts=opts)
+    wall = time.monotonic() - start
+    eq(r.returncode, 0, f'cputest ratio under -pr -pf {hz}: exit status')
+    check(wall <= 8 * native_wall + 1, f'the run under -pr -pf {hz} took {wall:.2f}s; natively {native_wall:.2f}s')
+    d = one_dump('igprof.cputest.*')
+    eq(d.period, 1 / hz, f'T= is the period of {hz} Hz')
+    near(ticks(d) * d.period, wall - unsampled, 'sampled wall-clock time vs the run (less its unsampled start and end)')
+    cpu3, cpu1 = cpu_split(r)
+    # Wall-clock samples against CPU times: a thread that waits for a core
+    # has its wait sampled where it stopped, hence the wider margin.
+    near(ticks(d, leaf('burn_three')) / max(ticks(d, leaf('burn_one')), 1), cpu3 / cpu1,
+         'burn_three : burn_one samples vs their CPU times', tol=0.2)
+
+
 # sigtest modes: is a real-time signal left for the sampler once the program
 # has taken the ones it uses, the functions that burn CPU after that, and
 # how many signals the program receives (handlerall: one of each up to TOP,
