@@ -389,7 +389,7 @@ int main(int argc, char **argv)
     .key = reader_key(rd), .tick_period = reader_tick_period(rd), .is_time = reader_key_is_time(rd),
     .show_calls = o.show_calls >= 0 ? o.show_calls : strncmp(reader_key(rd), "MEM_", 4) == 0,
     .show_paths = o.show_paths, .show_libs = o.show_libs, .diff = o.diff, .ascending = o.ascending,
-    .json_objects = o.json_objects, .html_limit = o.html_limit,
+    .json_objects = o.json_objects, .html_limit = o.html_limit, .sampling = reader_mem_sampling(rd),
   };
   write_report(&o, &r, rd);
   if (fflush(stdout) != 0 || ferror(stdout)) fatal("error writing the report: %s", strerror(errno));

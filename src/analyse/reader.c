@@ -28,7 +28,7 @@ struct counter_def { uint8_t is_key, is_timeline; uint32_t column; uint64_t line
 /* A counter of the current line, for the tree's columns (all_counters). */
 struct column_value { uint32_t column; int64_t value, ticks; };
 
-enum section { SECTION_STACKS, SECTION_TIMELINE, SECTION_SNAPSHOT, SECTION_HISTOGRAM };
+enum section { SECTION_STACKS, SECTION_TIMELINE, SECTION_SNAPSHOT, SECTION_HISTOGRAM, SECTION_SAMPLING };
 
 /* A line read before the report counter was known (it carries no counter). */
 struct pending_line { uint32_t depth, frame; };
@@ -73,6 +73,8 @@ struct reader {
   int dump_has_timeline, dump_has_histogram;
   struct heap_snapshot *snapshot; /* the one being read (section SNAPSHOT) */
   struct size_histogram sizes;
+  struct mem_sampling sampling;
+  int dump_has_sampling;
   char *dump_program;
   struct heap_timeline timeline;
 };
@@ -586,7 +588,7 @@ static void parse_counter(struct reader *rd, char **pp, int *has_key, int64_t *v
     if (!end) parse_error(rd, "malformed counter definition: missing '):(' after the name");
     *end = 0;
     is_timeline = !strcmp(p, HEAP_TIMELINE_COUNTER) || !strcmp(p, HEAP_SNAPSHOT_COUNTER)
-                  || !strcmp(p, SIZE_HISTOGRAM_COUNTER);
+                  || !strcmp(p, SIZE_HISTOGRAM_COUNTER) || !strcmp(p, MEM_SAMPLING_COUNTER);
     column = is_timeline ? UINT32_MAX : strpool_intern(&rd->counter_names, p, (size_t) (end - p));
     if (!rd->key && !is_timeline) set_key(rd, p);
     is_key = rd->key && strcmp(p, rd->key) == 0;
@@ -673,6 +675,18 @@ static void size_class_line(struct reader *rd, int64_t k, const int64_t sample[3
     parse_error(rd, "the size histogram's sums exceed the 64-bit range");
 }
 
+/* The dump's @igprof_mem_sampling line: (sampled, T, 0) in sample[2], [1]. */
+static void sampling_line(struct reader *rd, const int64_t sample[3])
+{
+  struct mem_sampling *m = &rd->sampling;
+  if (sample[2] < 0 || sample[1] <= 0) parse_error(rd, "malformed sampling line: negative allocations or an interval below 1");
+  if (rd->dump_has_sampling) parse_error(rd, "malformed sampling line: a second one in the dump");
+  rd->dump_has_sampling = 1;
+  if (!m->inputs++) m->interval = sample[1];
+  else if (m->interval != sample[1]) m->interval = -1;
+  if (!value_add(m->samples, sample[2], &m->samples)) parse_error(rd, "the sampled allocations exceed the 64-bit range");
+}
+
 /* A line of a detailed snapshot (after the timeline it belongs to): the
  * depth-1 frame starts one (its offset: the timeline sample), the lines
  * under it are its stacks, placed in a tree of its own with the same
@@ -730,7 +744,8 @@ static void parse_line(struct reader *rd, char *line)
     const char *name = symtab_name(rd->st, rd->frames[frame].raw_sym);
     rd->section = !strcmp(name, HEAP_TIMELINE_FRAME) ? SECTION_TIMELINE
                 : !strcmp(name, HEAP_SNAPSHOT_FRAME) ? SECTION_SNAPSHOT
-                : !strcmp(name, SIZE_HISTOGRAM_FRAME) ? SECTION_HISTOGRAM : SECTION_STACKS;
+                : !strcmp(name, SIZE_HISTOGRAM_FRAME) ? SECTION_HISTOGRAM
+                : !strcmp(name, MEM_SAMPLING_FRAME) ? SECTION_SAMPLING : SECTION_STACKS;
   }
   rd->nline_columns = 0;
   while (*p == ' ') parse_counter(rd, &p, &has_key, &value, &ticks, sample, &has_sample);
@@ -744,6 +759,10 @@ static void parse_line(struct reader *rd, char *line)
   }
   if (rd->section == SECTION_HISTOGRAM) {
     if (depth == 2 && has_sample) size_class_line(rd, symoff, sample);
+    return;
+  }
+  if (rd->section == SECTION_SAMPLING) {
+    if (depth == 1 && has_sample) sampling_line(rd, sample);
     return;
   }
   if (rd->section == SECTION_SNAPSHOT) {
@@ -787,7 +806,7 @@ void reader_read(struct reader *rd, const char *path, struct call_tree *tree)
   rd->nframes = 0;
   rd->nframe_syms = 0;
   rd->cur_depth = 0;
-  rd->section = rd->dump_has_timeline = rd->dump_has_histogram = 0;
+  rd->section = rd->dump_has_timeline = rd->dump_has_histogram = rd->dump_has_sampling = 0;
   grow_path(rd, 1);
   rd->path[0] = 0;
   rd->ma_state[0] = 0;
@@ -811,6 +830,7 @@ const struct heap_timeline *reader_timeline(const struct reader *rd) { return &r
 size_t reader_counters(const struct reader *rd) { return rd->counter_names.count; }
 const char *reader_counter_name(const struct reader *rd, size_t i) { return strpool_get(&rd->counter_names, (uint32_t) i); }
 const struct size_histogram *reader_size_histogram(const struct reader *rd) { return &rd->sizes; }
+const struct mem_sampling *reader_mem_sampling(const struct reader *rd) { return &rd->sampling; }
 
 void reader_finish(struct reader *rd)
 {

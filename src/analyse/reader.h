@@ -53,6 +53,17 @@ struct size_histogram {
   int inputs;                 /* inputs that had one */
 };
 
+/* A sampled memory profile (igprof -mp --sample T) says so with a depth-1
+ * frame @igprof_mem_sampling whose counter MEM_SAMPLING is (allocations
+ * sampled, T, 0): its memory figures are estimates. Over the inputs: */
+#define MEM_SAMPLING_FRAME "@igprof_mem_sampling"
+#define MEM_SAMPLING_COUNTER "MEM_SAMPLING"
+struct mem_sampling {
+  int inputs;                 /* inputs that were sampled */
+  int64_t samples;            /* allocations sampled, added up */
+  int64_t interval;           /* T of the first; -1 if the inputs' differ */
+};
+
 struct reader;
 
 struct reader *reader_new(const struct read_options *opts, struct symtab *st);
@@ -61,6 +72,8 @@ void reader_free(struct reader *rd);
 void reader_read(struct reader *rd, const char *path, struct call_tree *tree);
 /* The histogram read (inputs 0: none). */
 const struct size_histogram *reader_size_histogram(const struct reader *rd);
+/* The sampling of the inputs read (inputs 0: none sampled). */
+const struct mem_sampling *reader_mem_sampling(const struct reader *rd);
 /* The timeline read (count 0: none). */
 const struct heap_timeline *reader_timeline(const struct reader *rd);
 /* Call after the last file: exits with a message if no key counter was found. */

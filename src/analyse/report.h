@@ -26,6 +26,7 @@ struct report {
   int ascending;     /* -o ascending */
   int json_objects;  /* --json-objects: JSON rows as named objects */
   size_t html_limit; /* --html-limit: entries in the HTML page (0: all) */
+  const struct mem_sampling *sampling; /* the inputs' (reader_mem_sampling); NULL: none */
 };
 
 /* Stack-shaped outputs (--flame lines, --top stacks) show at most this many

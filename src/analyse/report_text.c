@@ -364,6 +364,16 @@ void report_text(const struct report *r)
   size_t n = report_table(r, &rows);
   struct layout l = compute_layout(r);
   fprintf(r->out, "Counter: %s\n", r->key);
+  /* A sampled memory profile: its figures are estimates (docs/running.md). */
+  const struct mem_sampling *m = r->sampling;
+  if (m && m->inputs && strncmp(r->key, "MEM_", 4) == 0) {
+    if (m->interval > 0)
+      fprintf(r->out, "Estimates, sampled: one allocation per %" PRId64 " bytes on average, %" PRId64 " allocations sampled",
+              m->interval, m->samples);
+    else
+      fprintf(r->out, "Estimates, sampled at different intervals, %" PRId64 " allocations sampled", m->samples);
+    fputc('\n', r->out);
+  }
   print_flat_header(r, &l, r->diff ? "Flat profile (cumulatively different entries only)" : "Flat profile (cumulative >= 1%)", "Total");
   print_flat_section(r, &l, rows, n, 0);
   fputc('\n', r->out);

@@ -741,6 +741,26 @@ static void write_histogram(struct dump_ctx *d)
   }
 }
 
+/* --sample (docs/dump-format.md, "Sampled memory profiles"): a synthetic
+ * stack @igprof_mem_sampling whose counter MEM_SAMPLING is (allocations
+ * sampled, the mean interval in bytes, 0): the memory figures are
+ * estimates. */
+static void write_sampling(struct dump_ctx *d)
+{
+  if (!igprof_heap.started || !igprof_mem_sample_mean) return;
+  struct igprof_out *o = &d->out;
+  int cid = igprof_counter_count() + 3; /* after HEAP_TIMELINE, HEAP_SNAPSHOT and HEAP_HISTOGRAM */
+  igprof_out_str(o, "C1 ");
+  write_synthetic_fn(d, d->next_fn++, "@igprof_mem_sampling", 0);
+  igprof_out_str(o, " V");
+  igprof_out_hex(o, (uint64_t) cid);
+  igprof_out_str(o, "=(MEM_SAMPLING):(");
+  igprof_out_hex(o, atomic_load_explicit(&igprof_mem_sampled, memory_order_relaxed));
+  igprof_out_char(o, ',');
+  igprof_out_hex(o, igprof_mem_sample_mean);
+  igprof_out_str(o, ",0)\n");
+}
+
 static void write_header(struct igprof_out *o)
 {
   igprof_out_str(o, "P=(HEX ID=");
@@ -810,6 +830,7 @@ static int write_dump(struct dump_ctx *d, int fd)
     write_tree(d);
     write_timeline(d);
     write_histogram(d);
+    write_sampling(d);
     igprof_out_finish(&d->out);
   }
   symbols_close(d->symbols);

@@ -116,6 +116,12 @@ extern int igprof_heap_histogram_on;
 extern _Atomic int64_t igprof_heap_histogram[IGPROF_HEAP_SIZE_CLASSES][2];
 void igprof_heap_histogram_add(uint64_t bytes);
 
+/* --sample (mem_sample.c): the mean interval T in bytes (0: every
+ * allocation is recorded) and the allocations sampled so far, which the
+ * dump gives as a synthetic stack @igprof_mem_sampling (dump-format.md). */
+extern uint64_t igprof_mem_sample_mean;
+extern _Atomic uint64_t igprof_mem_sampled;
+
 /* The clock the heap's times use (CLOCK_MONOTONIC_COARSE, ns). */
 int64_t igprof_heap_now(void);
 /* One line on stderr: the peak and when it was reached. */
@@ -158,9 +164,12 @@ static inline void igprof_heap_keep_peak(struct igprof_heap *h, struct igprof_no
   __atomic_store_n(&n->peak_gen, h->peak_gen, __ATOMIC_RELAXED);
 }
 
-/* A new block of `bytes` on node n (its counter block c). */
-static inline __attribute__((always_inline)) void igprof_heap_alloc(struct igprof_node *n,
-                                                                    struct igprof_counter_value *c, int64_t bytes)
+/* `blocks` new blocks of `bytes` in all on node n (its counter block c), the
+ * largest `largest` bytes: one block (igprof_heap_alloc), or a sampled one
+ * and the allocations it stands for (mem_sample.c). */
+static inline __attribute__((always_inline)) void igprof_heap_alloc_n(struct igprof_node *n,
+                                                                      struct igprof_counter_value *c, int64_t blocks,
+                                                                      int64_t bytes, int64_t largest)
 {
   struct igprof_heap *h = &igprof_heap;
   int locked = igprof_heap_lock(h);
@@ -168,24 +177,33 @@ static inline __attribute__((always_inline)) void igprof_heap_alloc(struct igpro
   struct igprof_counter_value *total = igprof_heap_counter(c, h->at_total), *max = igprof_heap_counter(c, h->at_max);
   struct igprof_counter_value *live = igprof_heap_counter(c, h->at_live);
   igprof_heap_keep_peak(h, n, c);
-  igprof_heap_add_to(&total->ticks, 1);
+  igprof_heap_add_to(&total->ticks, blocks);
   igprof_heap_add_to(&total->value, bytes);
-  igprof_heap_add_to(&max->ticks, 1);
-  if (igprof_heap_get(&max->value) < bytes) igprof_heap_set(&max->value, bytes);
+  igprof_heap_add_to(&max->ticks, blocks);
+  if (igprof_heap_get(&max->value) < largest) igprof_heap_set(&max->value, largest);
   int64_t now = igprof_heap_get(&live->value) + bytes;
   igprof_heap_set(&live->value, now);
-  igprof_heap_add_to(&live->ticks, 1);
+  igprof_heap_add_to(&live->ticks, blocks);
   if (igprof_heap_get(&live->peak) < now) igprof_heap_set(&live->peak, now);
   h->live_bytes += bytes;
-  h->live_blocks += 1;
+  h->live_blocks += blocks;
   int dump = 0;
   if (h->live_bytes > h->watch_above || IGPROF_UNLIKELY(h->sample_ns)) dump = igprof_heap_changed(h, 1);
   igprof_heap_unlock(h, locked);
   if (IGPROF_UNLIKELY(dump)) igprof_heap_dump_at_peak();
 }
 
-/* A block of `bytes` on node n released (an allocation on n came first). */
-static inline __attribute__((always_inline)) void igprof_heap_release(struct igprof_node *n, int64_t bytes)
+/* A new block of `bytes` on node n (its counter block c). */
+static inline __attribute__((always_inline)) void igprof_heap_alloc(struct igprof_node *n,
+                                                                    struct igprof_counter_value *c, int64_t bytes)
+{
+  igprof_heap_alloc_n(n, c, 1, bytes, bytes);
+}
+
+/* `blocks` blocks of `bytes` on node n released (allocations on n came
+ * first): one block, or a sampled one and those it stands for. */
+static inline __attribute__((always_inline)) void igprof_heap_release_n(struct igprof_node *n, int64_t blocks,
+                                                                        int64_t bytes)
 {
   struct igprof_counter_value *c = atomic_load_explicit(&n->counters, memory_order_acquire);
   if (!c) return;
@@ -193,12 +211,18 @@ static inline __attribute__((always_inline)) void igprof_heap_release(struct igp
   int locked = igprof_heap_lock(h);
   struct igprof_counter_value *live = igprof_heap_counter(c, h->at_live);
   igprof_heap_keep_peak(h, n, c);
-  igprof_heap_add_to(&live->ticks, -1);
+  igprof_heap_add_to(&live->ticks, -blocks);
   igprof_heap_add_to(&live->value, -bytes);
   h->live_bytes -= bytes;
-  h->live_blocks -= 1;
+  h->live_blocks -= blocks;
   if (h->live_bytes < h->watch_below || IGPROF_UNLIKELY(h->sample_ns)) igprof_heap_changed(h, 0);
   igprof_heap_unlock(h, locked);
+}
+
+/* A block of `bytes` on node n released (an allocation on n came first). */
+static inline __attribute__((always_inline)) void igprof_heap_release(struct igprof_node *n, int64_t bytes)
+{
+  igprof_heap_release_n(n, 1, bytes);
 }
 
 #endif

@@ -82,8 +82,14 @@ struct igprof_thread {
    * releases it first (igprof_mem_settle), so the dump's figures agree. */
   struct igprof_node *releasing;
   uint64_t releasing_size;
+  int64_t releasing_blocks;     /* its blocks: 1, or its weight when sampled */
   uintptr_t last_alloc;         /* --lifetimes: this thread's latest allocation (mem.c) */
   struct igprof_deferred deferred;
+  /* --sample (mem_sample.c): bytes left before the next sampled allocation,
+   * this thread's random state, and whether it was seeded. */
+  int64_t sample_left;
+  uint64_t sample_rng;
+  int sample_seeded;
 };
 
 extern __thread struct igprof_thread igprof_tls __attribute__((tls_model("initial-exec")));

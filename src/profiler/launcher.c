@@ -47,6 +47,12 @@ static int check_timeline(const char *v)
   unsigned long long bytes, ms;
   return igprof_options_timeline(v, &bytes, &ms) == 0;
 }
+static int check_sample(const char *v)
+{
+  unsigned long long bytes;
+  return igprof_options_size(v, &bytes) == 0 && bytes > 0 && bytes <= 1ull << 30;
+}
+static int check_seed(const char *v) { return igprof_options_int(v, 0, 2147483647) >= 0; }
 static int check_snapshots(const char *v) { return igprof_options_int(v, 1, 1000000) > 0; }
 static int check_ms(const char *v) { return igprof_options_ms(v) > 0; }
 static int check_unwind(const char *v) { return strcmp(v, "fast") == 0 || strcmp(v, "libunwind") == 0; }
@@ -81,6 +87,11 @@ static const struct launch_option options[] = {
    "-mp: the allocations' sizes in powers of two, in the dump (igprof-analyse --histogram)"},
   {NULL, "--snapshots", "N", "mem:snapshots=%s", check_snapshots, "a number 1..1000000", 0, 1,
    "with --timeline: every Nth sample also holds each call path's live bytes (a detailed snapshot)"},
+  {NULL, "--sample", "BYTES", "mem:sample=%s", check_sample, "a size in bytes 1..1G, suffix k, M or G", 0, 1,
+   "-mp: sample allocations, one per BYTES allocated on average (512k is a good start); the figures are "
+   "unbiased estimates, frees of sampled blocks exact"},
+  {NULL, "--sample-seed", "N", "mem:seed=%s", check_seed, "a number 0..2147483647", 0, 1,
+   "with --sample: a fixed seed, so the same run samples the same allocations"},
   {"-pp", "--performance-profiler", NULL, "perf", NULL, NULL, 1, 1,
    "performance profile: PERF_TICKS (the default when no profiler is chosen)"},
   {"-pr", "--real-time", NULL, "perf perf:real", NULL, NULL, 1, 1, "performance profile of wall-clock time"},
@@ -124,8 +135,9 @@ static void usage(FILE *f)
              "cpu-profiling.md in the documentation directory (share/doc/igprof).\n");
 }
 
-/* --min-size and --max-size as the runtime will read them (options.h). */
-struct size_range { unsigned long long min, max; };
+/* --min-size and --max-size as the runtime will read them (options.h), and
+ * whether --sample and --lifetimes are both given (they do not combine). */
+struct size_range { unsigned long long min, max; int sample, lifetimes; };
 
 static int read_size_range(void *ctx, const struct igprof_token *t, char *err, size_t errlen)
 {
@@ -135,16 +147,20 @@ static int read_size_range(void *ctx, const struct igprof_token *t, char *err, s
   if (strcmp(t->module, "mem") != 0 || !t->has_value) return 0;
   if (strcmp(t->key, "min_size") == 0) igprof_options_size(t->value, &r->min);
   if (strcmp(t->key, "max_size") == 0) igprof_options_size(t->value, &r->max);
+  if (strcmp(t->key, "sample") == 0) r->sample = 1;
+  if (strcmp(t->key, "lifetimes") == 0) r->lifetimes = 1;
   return 0;
 }
 
 static void check_size_range(const char *text)
 {
-  struct size_range r = {0, ~0ull};
+  struct size_range r = {0, ~0ull, 0, 0};
   struct igprof_token token;
   char err[256];
-  if (text && igprof_options_parse(text, &token, read_size_range, &r, err, sizeof err) == 0 && r.min > r.max)
-    launch_die(LAUNCH_EXIT_ERROR, "--min-size %llu is above --max-size %llu", r.min, r.max);
+  if (!text || igprof_options_parse(text, &token, read_size_range, &r, err, sizeof err) != 0) return;
+  if (r.min > r.max) launch_die(LAUNCH_EXIT_ERROR, "--min-size %llu is above --max-size %llu", r.min, r.max);
+  if (r.sample && r.lifetimes)
+    launch_die(LAUNCH_EXIT_ERROR, "--sample and --lifetimes do not combine (lifetimes need every block)");
 }
 
 int main(int argc, char **argv)

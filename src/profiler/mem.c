@@ -38,8 +38,11 @@ static uint64_t size_min = 0, size_max = UINT64_MAX, size_span = UINT64_MAX;
 static int c_total = -1, c_max = -1, c_live = -1, c_peak = -1;
 /* --lifetimes: MEM_TEMP, MEM_SHORT, MEM_LIFETIME (lifetime_end). */
 static int lifetimes;
-/* Per-allocation work beyond the counters (record_extras): one test. */
+/* Per-allocation work beyond the counters (record_extras, --sample): one test. */
 static int extras;
+/* --sample: only sampled blocks enter the live table, each with its weight
+ * in blocks where --lifetimes keeps a birth (the two do not combine). */
+static int sampling;
 static int64_t short_ns;
 static int c_temp = -1, c_short = -1, c_lifetime = -1;
 /* The exit summary (heap.c): at a terminal only, always or never. */
@@ -148,6 +151,11 @@ static inline __attribute__((always_inline)) void record_from(void *ptr, size_t 
     size = overhead == OVERHEAD_INCLUDE ? have : have - requested;
     if (overhead == OVERHEAD_DELTA && size == 0) return;
   }
+  int64_t blocks = 1, bytes = (int64_t) size;
+  if (IGPROF_UNLIKELY(sampling)) {
+    if (igprof_heap_histogram_on) igprof_heap_histogram_add(size); /* every allocation: exact */
+    if (IGPROF_LIKELY(!igprof_mem_sample(size, &blocks, &bytes))) return;
+  }
   igprof_live_prefetch((uintptr_t) ptr); /* its miss overlaps the walk */
   struct igprof_node *node;
   if (IGPROF_UNLIKELY((uint64_t) requested - size_min > size_span)) node = igprof_capture_synthetic(IGPROF_PC_SIZE_FILTERED);
@@ -158,6 +166,11 @@ static inline __attribute__((always_inline)) void record_from(void *ptr, size_t 
    * slot was asked for before the walk), then count. */
   __builtin_prefetch(c, 1);
   if (IGPROF_UNLIKELY(extras)) {
+    if (sampling) {
+      igprof_live_insert_born((uintptr_t) ptr, node, (uint64_t) bytes, blocks);
+      igprof_heap_alloc_n(node, c, blocks, bytes, (int64_t) size);
+      return;
+    }
     int64_t birth = record_extras(ptr, size);
     if (lifetimes) igprof_live_insert_born((uintptr_t) ptr, node, size, birth);
     else igprof_live_insert((uintptr_t) ptr, node, size);
@@ -200,11 +213,14 @@ int igprof_mem_counting(void) { return counting; }
 
 /* Forget a block that is about to be freed or moved; guard held. Must run
  * before the real free: once freed, another thread may get the address. */
-static int forget(void *ptr, void *caller, struct igprof_node **node, uint64_t *size)
+static int forget(void *ptr, void *caller, struct igprof_node **node, uint64_t *size, int64_t *blocks)
 {
   if (IGPROF_UNLIKELY(listener_count)) tell_free(ptr, caller);
   if (!counting) return 0;
-  if (IGPROF_UNLIKELY(lifetimes)) {
+  *blocks = 1;
+  if (IGPROF_UNLIKELY(sampling)) {
+    if (!igprof_live_remove_born((uintptr_t) ptr, node, size, blocks)) return 0;
+  } else if (IGPROF_UNLIKELY(lifetimes)) {
     int64_t birth;
     if (!igprof_live_remove_born((uintptr_t) ptr, node, size, &birth)) return 0;
     lifetime_end(*node, ptr, *size, birth);
@@ -219,22 +235,23 @@ static int forget(void *ptr, void *caller, struct igprof_node **node, uint64_t *
 
 /* A block out of the live table whose MEM_LIVE release waits for the
  * original's call (see igprof_thread.releasing). */
-static inline void releasing(struct igprof_node *node, uint64_t size)
+static inline void releasing(struct igprof_node *node, uint64_t size, int64_t blocks)
 {
   igprof_tls.releasing_size = size;
+  igprof_tls.releasing_blocks = blocks;
   igprof_tls.releasing = node;
 }
 
-static inline void release(struct igprof_node *node, uint64_t size)
+static inline void release(struct igprof_node *node, uint64_t size, int64_t blocks)
 {
   igprof_tls.releasing = NULL;
-  igprof_heap_release(node, (int64_t) size);
+  igprof_heap_release_n(node, blocks, (int64_t) size);
 }
 
 void igprof_mem_settle(void)
 {
   struct igprof_node *node = igprof_tls.releasing;
-  if (node) release(node, igprof_tls.releasing_size);
+  if (node) release(node, igprof_tls.releasing_size, igprof_tls.releasing_blocks);
 }
 
 /* Around the original of a call that releases `ptr` (free, operator
@@ -245,14 +262,14 @@ void igprof_mem_settle(void)
 static inline void release_begin(struct igprof_mem_release *r, void *ptr, void *caller)
 {
   int saved = errno;
-  r->had = forget(ptr, caller, &r->node, &r->size);
+  r->had = forget(ptr, caller, &r->node, &r->size, &r->blocks);
   errno = saved;
-  if (r->had) releasing(r->node, r->size);
+  if (r->had) releasing(r->node, r->size, r->blocks);
 }
 
 static inline void release_end(const struct igprof_mem_release *r)
 {
-  if (r->had) release(r->node, r->size); /* leaves errno alone */
+  if (r->had) release(r->node, r->size, r->blocks); /* leaves errno alone */
 }
 
 void igprof_mem_release_begin(struct igprof_mem_release *r, void *ptr, void *caller)
@@ -324,25 +341,28 @@ static inline void *mem_resize(const struct mem_chain *c, void *caller, const vo
   struct igprof_node *old_node = NULL;
   uint64_t old_size = 0;
   if (old && IGPROF_UNLIKELY(listener_count)) tell_free(old, caller);
-  int64_t birth = 0;
+  /* With --sample the birth is the block's weight in blocks (record_from). */
+  int64_t birth = 0, old_blocks = 1;
   int had = old && counting
-            && (IGPROF_UNLIKELY(lifetimes) ? igprof_live_remove_born((uintptr_t) old, &old_node, &old_size, &birth)
-                                           : igprof_live_remove((uintptr_t) old, &old_node, &old_size));
-  if (had) releasing(old_node, old_size);
+            && (IGPROF_UNLIKELY(lifetimes || sampling)
+                  ? igprof_live_remove_born((uintptr_t) old, &old_node, &old_size, &birth)
+                  : igprof_live_remove((uintptr_t) old, &old_node, &old_size));
+  if (had && sampling) old_blocks = birth;
+  if (had) releasing(old_node, old_size, old_blocks);
   void *p = THROUGH(array ? CHAIN(c, reallocarray)(old, n, m) : CHAIN(c, realloc)(old, n));
   int saved = errno;
   if (IGPROF_UNLIKELY(lifetimes) && had && (p || size == 0)) lifetime_end(old_node, old, old_size, birth);
   if (p) {
-    if (had) release(old_node, old_size);
+    if (had) release(old_node, old_size, old_blocks);
     record(p, size, caller, frame);
   } else if (had && size != 0) {
     /* Failed: the old block is still there, unchanged. */
     igprof_tls.releasing = NULL;
-    if (lifetimes) igprof_live_insert_born((uintptr_t) old, old_node, old_size, birth);
+    if (lifetimes || sampling) igprof_live_insert_born((uintptr_t) old, old_node, old_size, birth);
     else igprof_live_insert((uintptr_t) old, old_node, old_size);
   } else if (had) {
     /* realloc(p, 0) freed p. */
-    release(old_node, old_size);
+    release(old_node, old_size, old_blocks);
   }
   errno = saved;
   return p;
@@ -533,12 +553,33 @@ static int mem_option(const char *key, const char *value, char *err, size_t errl
       igprof_format(err, errlen, "mem:lifetimes must be <n>ms (1..3600000), not '%s'", value);
       return -1;
     }
+    if (sampling) goto no_lifetimes;
     lifetimes = extras = 1;
     short_ns = (int64_t) ms * 1000000;
     return 0;
   }
   if (strcmp(key, "histogram") == 0 && !value) {
     igprof_heap_histogram_on = extras = 1;
+    return 0;
+  }
+  if (strcmp(key, "sample") == 0 && value) {
+    unsigned long long bytes;
+    if (igprof_options_size(value, &bytes) != 0 || bytes == 0 || bytes > IGPROF_MEM_SAMPLE_MAX) {
+      igprof_format(err, errlen, "mem:sample must be a size in bytes 1..1G (suffix k, M or G), not '%s'", value);
+      return -1;
+    }
+    if (lifetimes) goto no_lifetimes;
+    igprof_mem_sample_mean = bytes;
+    sampling = extras = 1;
+    return 0;
+  }
+  if (strcmp(key, "seed") == 0 && value) {
+    long seed = igprof_options_int(value, 0, 2147483647);
+    if (seed < 0) {
+      igprof_format(err, errlen, "mem:seed must be a number 0..2147483647, not '%s'", value);
+      return -1;
+    }
+    igprof_mem_sample_set_seed((uint64_t) seed);
     return 0;
   }
   if (strcmp(key, "dump_at") == 0 && value) {
@@ -551,6 +592,9 @@ static int mem_option(const char *key, const char *value, char *err, size_t errl
     return 0;
   }
   igprof_format(err, errlen, "unknown option 'mem:%s'", key);
+  return -1;
+no_lifetimes:
+  igprof_format(err, errlen, "mem:sample and mem:lifetimes do not combine (lifetimes need every block)");
   return -1;
 }
 
@@ -641,6 +685,7 @@ static int mem_start(void)
   if (c_total < 0 || c_max < 0 || c_live < 0) return -1;
   c_peak = igprof_heap_start(c_total, c_max, c_live);
   if (c_peak < 0) return -1;
+  if (sampling) igprof_live_keep_births(); /* the sampled blocks' weights */
   if (lifetimes) {
     igprof_live_keep_births();
     c_temp = igprof_counter_define("MEM_TEMP", IGPROF_COUNTER_SUM, 0);
@@ -663,6 +708,7 @@ static void mem_fork_child(void)
   if (lifetimes) mask |= 1u << c_temp | 1u << c_short | 1u << c_lifetime;
   igprof_tree_reset_counters(mask);
   igprof_heap_fork_child();
+  atomic_store_explicit(&igprof_mem_sampled, 0, memory_order_relaxed);
 }
 
 /* The heap's peak on stderr: by default only when stderr is a terminal, so
@@ -671,7 +717,13 @@ static void mem_before_final_dump(void)
 {
   if (!counting || summary == SUMMARY_NEVER) return;
   int saved = errno;
-  if (summary == SUMMARY_ALWAYS || isatty(2)) igprof_heap_summary();
+  if (summary == SUMMARY_ALWAYS || isatty(2)) {
+    igprof_heap_summary();
+    if (sampling)
+      igprof_warn("heap figures estimated from %llu allocations sampled, one per %llu bytes on average",
+                  (unsigned long long) atomic_load_explicit(&igprof_mem_sampled, memory_order_relaxed),
+                  (unsigned long long) igprof_mem_sample_mean);
+  }
   errno = saved; /* an exec that fails goes on with the program */
 }
 

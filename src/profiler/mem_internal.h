@@ -60,10 +60,32 @@ void igprof_mem_record_operator(void *ptr, size_t size, void *caller, const void
 struct igprof_mem_release {
   struct igprof_node *node;
   uint64_t size;
+  int64_t blocks;
   int had;
 };
 void igprof_mem_release_begin(struct igprof_mem_release *r, void *ptr, void *caller);
 void igprof_mem_release_end(const struct igprof_mem_release *r);
+
+/* mem_sample.c: sampled memory profiling (--sample). */
+#define IGPROF_MEM_SAMPLE_MAX (1ull << 30)
+void igprof_mem_sample_set_seed(uint64_t seed);
+uint64_t igprof_mem_sample_seed(int *fixed);
+/* An allocation of `size` bytes reached this thread's countdown (the
+ * caller's fast path saw it): a new countdown is drawn, and the allocation
+ * stands for *blocks allocations of *bytes bytes in all. Returns 0 if it
+ * did not reach it after all (the thread's first allocation seeds it). */
+int igprof_mem_sample_reached(uint64_t size, int64_t *blocks, int64_t *bytes);
+
+/* Is this allocation sampled? The fast path: one subtraction. */
+static inline int igprof_mem_sample(uint64_t size, int64_t *blocks, int64_t *bytes)
+{
+  int64_t left = igprof_tls.sample_left - (int64_t) size;
+  if (IGPROF_LIKELY(left > 0)) {
+    igprof_tls.sample_left = left;
+    return 0;
+  }
+  return igprof_mem_sample_reached(size, blocks, bytes);
+}
 
 /* mem_cxx.c, called by mem.c once the malloc family is hooked. */
 void igprof_mem_cxx_start(void);                    /* the process's operators */

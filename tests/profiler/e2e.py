@@ -507,6 +507,141 @@ def scenario_sample(a):
     eq(leaf_stack(d, sd)[:4], [sd, 'add_word', 'read_text', 'main'], 'strdup stack')
 
 
+# progs/sampled.c: (function, calls, bytes, largest, live blocks, live bytes)
+SAMPLED_PROG = {
+    'keep_small': (100000, 100000 * 64, 64, 100000, 100000 * 64),
+    'temp_path': (100000, 100000 * 128, 128, 0, 0),
+    'keep_mid': (20000, 20000 * 1000, 1000, 20000, 20000 * 1000),
+    'resize_path': (80000, 40000 * (100 + 200), 200, 40000, 40000 * 200),
+    'big_path': (200, 200 * 100000, 100000, 200, 200 * 100000),
+}
+SAMPLED_CALLS = {'keep_small': [(100000, 64)], 'temp_path': [(100000, 128)], 'keep_mid': [(20000, 1000)],
+                 'resize_path': [(40000, 100), (40000, 200)], 'big_path': [(200, 100000)]}
+SAMPLE_T = 1024
+
+
+def scenario_sampled(a):
+    """--sample T: Poisson sampling by bytes, each sampled allocation weighted
+    by 1/p(s), p(s) = 1 - exp(-s/T). For n allocations of s bytes the
+    estimate of their bytes has relative standard error sqrt((1-p)/(n p)):
+    at T = 1024 that is 1.25% for keep_small (64 B, p = 0.061), 0.87% for
+    temp_path, 0.55% for keep_mid, 0.9% for resize_path's 100 + 200 B and
+    1.1% for its live 200 B blocks; big_path's 100000 B blocks are sampled
+    with p = 1 - exp(-97.7), weight exactly 1. The ±5% bound is then at
+    least 4 standard errors (a chance below 1e-4 per figure to fail with
+    any seed); the counts (ticks) have the same errors plus the rounding of
+    each weight to whole blocks (variance below 1/4 per sample: nothing
+    next to these). With a fixed seed the run is reproducible."""
+    import math
+    prog = os.path.join(os.path.abspath(a.progs), 'sampled')
+    # The exact run: every figure as the program's code gives it.
+    r = run([a.igprof, '-mp', '-o', 'exact.dump', prog, 'keep'])
+    eq((r.returncode, r.stdout), (0, '160200 blocks kept\n'), 'exact run')
+    exact = igdump.Dump('exact.dump')
+    expect_mem(exact, SAMPLED_PROG)
+
+    def sampled(mode, seed, *extra):
+        out = f'sampled-{mode}-{seed}.dump'
+        r = run([a.igprof, '-mp', '--sample', str(SAMPLE_T), '--sample-seed', str(seed), *extra, '-o', out, prog, mode])
+        eq(r.returncode, 0, f'sampled {mode} run, seed {seed}')
+        return igdump.Dump(out), r
+
+    def within(d, what, live):
+        for counter in ('MEM_TOTAL', 'MEM_LIVE'):
+            got = d.by_leaf(counter)
+            for sym in SAMPLED_PROG:
+                want = exact.by_leaf(counter).get(sym, [0, 0, 0])[:2]
+                have = got.get(sym, [0, 0, 0])[:2]
+                if counter == 'MEM_LIVE' and not live:
+                    want = [0, 0]
+                for i, unit in ((0, 'blocks'), (1, 'bytes')):
+                    if sym == 'big_path' or want[i] == 0:
+                        eq(have[i], want[i], f'{what}: {counter} {unit} of {sym} (exact)')
+                    else:
+                        check(abs(have[i] - want[i]) <= 0.05 * want[i],
+                              f'{what}: {counter} {unit} of {sym}: {have[i]} within 5% of {want[i]}')
+        # MEM_MAX: the largest allocation is a size, not an estimate
+        mx = d.by_leaf('MEM_MAX')
+        for sym, t in SAMPLED_PROG.items():
+            eq(mx.get(sym, [0, 0])[1], t[2], f'{what}: MEM_MAX of {sym}')
+
+    def marker(d):
+        """The dump's @igprof_mem_sampling stack: (sampled, interval)."""
+        nodes = [n for n in d.nodes if n.symbol == '@igprof_mem_sampling']
+        eq(len(nodes), 1, 'one @igprof_mem_sampling stack')
+        if not nodes:
+            return 0, 0
+        eq(nodes[0].parent.fn, None, '@igprof_mem_sampling is a depth-1 frame')
+        return tuple(nodes[0].counters.get('MEM_SAMPLING', (0, 0, 0))[:2])
+
+    d, r = sampled('keep', 7, '-d')
+    within(d, 'keep, seed 7', live=True)
+    samples, interval = marker(d)
+    eq(interval, SAMPLE_T, 'the dump gives the mean interval')
+    # The program's own allocations sampled: each call of s bytes with p(s).
+    expected = sum(n * -math.expm1(-s / SAMPLE_T) for calls in SAMPLED_CALLS.values() for n, s in calls)
+    sd = math.sqrt(sum(n * -math.expm1(-s / SAMPLE_T) * math.exp(-s / SAMPLE_T)
+                       for calls in SAMPLED_CALLS.values() for n, s in calls))
+    check(abs(samples - expected) < 6 * sd + 10,
+          f'sampled allocations {samples}, expected {expected:.0f} ± {sd:.0f} (and a few of libc\'s)')
+    # Only sampled allocations are walked: the walker's count is the dump's.
+    m = re.search(r'fast walker, this thread: (\d+) walks', r.stderr)
+    check(m is not None, f'-d reports the walker: {r.stderr[-300:]!r}')
+    if m:
+        eq(int(m.group(1)), samples, 'stack walks = sampled allocations')
+    # Each sampled block's ;LK size is its estimate: they add up to MEM_LIVE.
+    for n in d.nodes:
+        if 'MEM_LIVE' in n.counters and n.symbol in SAMPLED_PROG:
+            eq(sum(sz for _, sz in n.leaks), n.counters['MEM_LIVE'][1], f';LK sizes of {n.symbol} add up to MEM_LIVE')
+
+    # A fixed seed makes the run reproducible; another seed samples others.
+    again, _ = sampled('keep', 7)
+    eq({k: v[:2] for k, v in again.by_leaf('MEM_TOTAL').items() if k in SAMPLED_PROG},
+       {k: v[:2] for k, v in d.by_leaf('MEM_TOTAL').items() if k in SAMPLED_PROG}, 'same seed, same figures')
+    other, _ = sampled('keep', 8)
+    within(other, 'keep, seed 8', live=True)
+    check(other.by_leaf('MEM_TOTAL')['keep_small'][:2] != d.by_leaf('MEM_TOTAL')['keep_small'][:2],
+          'another seed samples other allocations')
+
+    # Everything freed: the frees of sampled blocks are exact, MEM_LIVE is 0.
+    d, r = sampled('free', 7, '--summary', 'always')
+    within(d, 'free, seed 7', live=False)
+    for n in d.nodes:
+        if n.symbol in SAMPLED_PROG:
+            eq(n.leaks, [], f'no live blocks left on {n.symbol}')
+    check(re.search(r'heap figures estimated from \d+ allocations sampled, one per 1024 bytes on average', r.stderr)
+          is not None, f'the summary says the run was sampled: {r.stderr!r}')
+
+    # igprof-analyse says the figures are estimates, and from what.
+    an = os.path.join(os.path.abspath(a.bin), 'igprof-analyse')
+    r = run([an, '-r', 'MEM_TOTAL', 'sampled-keep-7.dump'])
+    eq(r.returncode, 0, 'igprof-analyse reads a sampled dump')
+    eq(r.stdout.splitlines()[:2], ['Counter: MEM_TOTAL', f'Estimates, sampled: one allocation per {SAMPLE_T} bytes '
+                                   f'on average, {samples} allocations sampled'], 'igprof-analyse says the profile is sampled')
+    check('@igprof_mem_sampling' not in r.stdout, 'the marker is not a stack of the report')
+
+    # Bad values: refused before anything runs (status 125), as every option.
+    for args, msg in ((['--sample', '0'], '--sample: bad argument, expected a size in bytes 1..1G, suffix k, M or G'),
+                      (['--sample', '1x'], '--sample: bad argument, expected a size in bytes 1..1G, suffix k, M or G'),
+                      (['--sample', '2G'], '--sample: bad argument, expected a size in bytes 1..1G, suffix k, M or G'),
+                      (['--sample'], '--sample needs an argument (a size in bytes 1..1G, suffix k, M or G)'),
+                      (['--sample', '1k', '--sample-seed', '-1'], '--sample-seed: bad argument, expected a number 0..2147483647'),
+                      (['--sample', '1k', '--lifetimes', '5ms'], '--sample and --lifetimes do not combine (lifetimes need every block)')):
+        for f in dumps():
+            os.unlink(f)
+        r = run([a.igprof, '-mp', *args, prog, 'keep'] if args != ['--sample'] else [a.igprof, '-mp', *args])
+        eq((r.returncode, r.stdout, r.stderr), (125, '', f'igprof: {msg}\n'), f'igprof -mp {" ".join(args)}')
+        eq(dumps(), [], f'igprof -mp {" ".join(args)}: nothing ran')
+    # $IGPROF set by hand: the runtime refuses it too, the program runs unprofiled.
+    for text, msg in (('mem mem:sample=0', "mem:sample must be a size in bytes 1..1G (suffix k, M or G), not '0'"),
+                      ('mem mem:seed=x', "mem:seed must be a number 0..2147483647, not 'x'"),
+                      ('mem mem:lifetimes=5ms mem:sample=1k', 'mem:sample and mem:lifetimes do not combine'),
+                      ('mem mem:sample=1k mem:lifetimes=5ms', 'mem:sample and mem:lifetimes do not combine')):
+        r = run([prog, 'keep'], env=dict(os.environ, LD_PRELOAD=a.lib, IGPROF=text))
+        eq((r.returncode, r.stdout), (0, '160200 blocks kept\n'), f'{text}: the program runs')
+        check(msg in r.stderr and 'profiling disabled' in r.stderr, f'{text}: refused: {r.stderr!r}')
+
+
 def allocators(a, *names):
     """{name: library} of the allocators a scenario runs with; a missing one fails."""
     for name in names:
