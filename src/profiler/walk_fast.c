@@ -433,6 +433,13 @@ static int collect_module(struct dl_phdr_info *info, size_t size, void *arg) {
       text_end = end > text_end ? end : text_end;
     }
   }
+#ifdef FRAME_EHABI_TABLES
+  /* ARM32 code without an index (qemu-arm's vDSO has only .eh_frame) is
+   * read by its prologues (prologue_step): the module is listed with no
+   * entries. */
+  if (!hdr && text_start < text_end)
+    hdr = (const void *)text_start;
+#endif
   if (!hdr || text_start >= text_end)
     return 0; /* no code or no unwind table: its frames are libunwind's */
   if (b->count == b->capacity && !grow_modules(b)) {
@@ -636,6 +643,8 @@ static int sigreturn_in_module(const struct fast_module *m, uintptr_t pc) {
  * and its frame is libunwind's). */
 static int module_ehabi(const struct fast_module *m, struct ehabi_table *t) {
   const struct table_record *r = m->record;
+  if (r->exidx_count == 0)
+    return 0;
   uintptr_t exidx = m->bias + r->hdr_offset, bytes = (uintptr_t)r->exidx_count * 8;
   for (int i = 0; i < r->nsegs; i++) {
     uintptr_t start = m->bias + r->seg_offsets[i].start, end = m->bias + r->seg_offsets[i].end;
@@ -670,6 +679,18 @@ static int module_ehabi(const struct fast_module *m, struct ehabi_table *t) {
  * return trampoline (sigreturn_in_module), i386's PC thunks
  * (frame_code_is_pc_thunk), and, with a link register, any interrupted PC
  * there (see below). */
+/* An interrupted PC in a module's code without unwind data: its return
+ * address taken from the link register (AArch64). Not on ARM32, where such
+ * code gets the outermost recipe and so prologue_step, which reads where
+ * the function saved lr, and takes lr only where it did not: qemu-arm's
+ * vDSO functions push {r7, lr} around the system call, and the guess made
+ * the caller's frame 8 bytes off. */
+#if FRAME_LINK_REGISTER && FRAME_CODE_ALIGN > 1 && !defined(FRAME_EHABI_TABLES)
+#define LR_GUESS 1
+#else
+#define LR_GUESS 0
+#endif
+
 __attribute__((noinline)) static struct frame_recipe derive_recipe(const struct module_snapshot *s,
                                                                    const struct fast_module *m,
                                                                    uintptr_t pc) {
@@ -713,8 +734,7 @@ __attribute__((noinline)) static struct frame_recipe derive_recipe(const struct 
     /* Only ever an interrupted PC (a thunk calls nothing): the call's
      * return address is at the stack pointer. */
     rc = (struct frame_recipe){-FRAME_CALL_RA_OFFSET, 0, FRAME_CALL_RA_OFFSET, FRAME_CFA_SP, 0};
-  } else if (rc.kind == FRAME_NO_INFO && m && FRAME_LINK_REGISTER && FRAME_CODE_ALIGN > 1 &&
-             pc % FRAME_CODE_ALIGN == 0) {
+  } else if (rc.kind == FRAME_NO_INFO && m && LR_GUESS && pc % FRAME_CODE_ALIGN == 0) {
     /* An interrupted PC (a return address minus 1 is never aligned) in a
      * module's code without unwind data: a PLT stub most often, which
      * AArch64 linkers emit without CFI. The return address is still in

@@ -443,6 +443,27 @@ static int table_not_yet(uintptr_t pc) {
   }
   return start == 0 || start == pc;
 }
+
+/* Whether the EHABI table says code at pc cannot be unwound: its entry is
+ * EXIDX_CANTUNWIND, or no entry covers it (libunwind's walk ends there). */
+static int table_cantunwind(uintptr_t pc) {
+  int count = 0;
+  const uint32_t *e = (const uint32_t *)__gnu_Unwind_Find_exidx(pc, &count);
+  if (!e || count <= 0)
+    return 1;
+  int found = -1;
+  for (int lo = 0, hi = count; lo < hi;) {
+    int mid = lo + (hi - lo) / 2;
+    int32_t off = (int32_t)(e[2 * mid] << 1) >> 1;
+    if ((uintptr_t)&e[2 * mid] + (uintptr_t)(intptr_t)off <= pc) {
+      found = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return found < 0 || e[2 * found + 1] == 1;
+}
 #endif
 
 /* The documented difference (ARM32, docs/stack-walking.md): at an
@@ -553,7 +574,11 @@ static void compare(const char *kind, const uintptr_t *fast, int n_fast, int tru
    * that frame's prologue and goes on (arm_prologue.c). Its walk must
    * begin with every frame of libunwind's; the frames after are checked
    * by walk.prologue_*, against the programs' own construction. */
-  if (fast_prologue_frames && !trunc_ref && n_fast > n_ref) {
+  /* A frame stepped by its prologue in an earlier walk comes from the
+   * memo in later ones, uncounted: the reference's last frame in code
+   * without an entry tells the same. */
+  if ((fast_prologue_frames || (n_ref > 0 && table_cantunwind((ref[n_ref - 1] & ~(uintptr_t)1) - 1))) &&
+      !trunc_ref && n_fast > n_ref) {
     int k = 0;
     while (k < n_ref && fast[k] == ref[k])
       k++;
