@@ -196,12 +196,6 @@ static inline __attribute__((always_inline)) int remove_entry(uintptr_t addr, st
 {
   uint64_t h = hash_addr(addr);
   struct live_shard *s = shard_of(h);
-  /* An empty shard cannot hold the block, without its lock: the insert of
-   * a block happens before its free (the program passed the address from
-   * one to the other), and while the block is in, the count is never 0.
-   * With --sample most frees are of blocks never inserted (mem_sample.c),
-   * and most shards are empty. */
-  if (!__atomic_load_n(&s->count, __ATOMIC_RELAXED)) return 0;
   int locked = shard_lock(s);
   if (!s->mask) { shard_unlock(s, locked); return 0; }
   uint32_t mask = s->mask, i = slot_of(h, mask);
@@ -248,9 +242,21 @@ int igprof_live_remove(uintptr_t addr, struct igprof_node **node, uint64_t *size
   return remove_entry(addr, node, size, NULL, 0);
 }
 
-int igprof_live_remove_born(uintptr_t addr, struct igprof_node **node, uint64_t *size, int64_t *birth)
+static __attribute__((noinline)) int remove_born(uintptr_t addr, struct igprof_node **node, uint64_t *size,
+                                                 int64_t *birth)
 {
   return remove_entry(addr, node, size, birth, 1);
+}
+
+/* An empty shard cannot hold the block, and that needs no lock: the
+ * insert of a block happens before its free (the program passed the
+ * address from one to the other), and while the block is in, the count is
+ * never 0. With --sample (births: the weights) most frees are of blocks
+ * never inserted and most shards are empty: this test is all they cost. */
+int igprof_live_remove_born(uintptr_t addr, struct igprof_node **node, uint64_t *size, int64_t *birth)
+{
+  if (!__atomic_load_n(&shard_of(hash_addr(addr))->count, __ATOMIC_RELAXED)) return 0;
+  return remove_born(addr, node, size, birth);
 }
 
 void igprof_live_foreach(void (*fn)(void *arg, uintptr_t addr, struct igprof_node *node, uint64_t size),

@@ -41,8 +41,11 @@ static int lifetimes;
 /* Per-allocation work beyond the counters (record_extras, --sample): one test. */
 static int extras;
 /* --sample: only sampled blocks enter the live table, each with its weight
- * in blocks where --lifetimes keeps a birth (the two do not combine). */
-static int sampling;
+ * in blocks where --lifetimes keeps a birth (the two do not combine). With
+ * nothing else to do per allocation (no -mo, no --histogram: sample_early),
+ * an allocation that does not reach its thread's countdown ends in
+ * allocated(), before record. */
+static int sampling, sample_early;
 static int64_t short_ns;
 static int c_temp = -1, c_short = -1, c_lifetime = -1;
 /* The exit summary (heap.c): at a terminal only, always or never. */
@@ -189,7 +192,9 @@ static __attribute__((noinline, cold)) void lifetime_end(struct igprof_node *nod
 {
   struct igprof_counter_value *c = igprof_node_counters(node);
   if (!c) return;
+  int saved = errno; /* a clock read */
   int64_t age = igprof_heap_now() - birth;
+  errno = saved;
   if ((uintptr_t) ptr == igprof_tls.last_alloc) {
     igprof_tls.last_alloc = 0;
     igprof_counter_block_add(c, c_temp, 1, (int64_t) size);
@@ -213,7 +218,8 @@ int igprof_mem_counting(void) { return counting; }
 
 /* Forget a block that is about to be freed or moved; guard held. Must run
  * before the real free: once freed, another thread may get the address. */
-static int forget(void *ptr, void *caller, struct igprof_node **node, uint64_t *size, int64_t *blocks)
+static inline __attribute__((always_inline)) int forget(void *ptr, void *caller, struct igprof_node **node,
+                                                       uint64_t *size, int64_t *blocks)
 {
   if (IGPROF_UNLIKELY(listener_count)) tell_free(ptr, caller);
   if (!counting) return 0;
@@ -261,9 +267,8 @@ void igprof_mem_settle(void)
  * thread can meet it; only the counter update waits. */
 static inline void release_begin(struct igprof_mem_release *r, void *ptr, void *caller)
 {
-  int saved = errno;
+  /* errno: forget leaves it alone (tell_free and lifetime_end keep it). */
   r->had = forget(ptr, caller, &r->node, &r->size, &r->blocks);
-  errno = saved;
   if (r->had) releasing(r->node, r->size, r->blocks);
 }
 
@@ -289,6 +294,15 @@ void igprof_mem_release_end(const struct igprof_mem_release *r) { release_end(r)
 static inline void *allocated(void *p, size_t size, void *caller, const void *frame)
 {
   if (p) {
+    if (IGPROF_UNLIKELY(sample_early) && IGPROF_LIKELY(!listener_count)) {
+      int64_t left = igprof_tls.sample_left - (int64_t) size;
+      if (IGPROF_LIKELY(left > 0)) {
+        igprof_tls.sample_left = left;
+        igprof_leave();
+        return p;
+      }
+      /* It reaches the countdown: record_from draws its weight. */
+    }
     int saved = errno;
     record(p, size, caller, frame);
     errno = saved;
@@ -319,6 +333,15 @@ static inline void *mem_calloc_body(const struct mem_chain *c, void *caller, con
   return allocated(p, n * m, caller, frame); /* no overflow: calloc succeeded */
 }
 
+/* The free of a block found in the live table (release_begin), guard held. */
+static __attribute__((noinline)) void free_recorded(void (*orig)(void *), void *p, struct igprof_mem_release *r)
+{
+  releasing(r->node, r->size, r->blocks);
+  THROUGH_VOID(orig(p));
+  release_end(r);
+  igprof_leave();
+}
+
 static inline __attribute__((always_inline)) void mem_free_body(const struct mem_chain *c, void *caller, void *p)
 {
   if (!p || !ACTIVE() || !igprof_enter()) {
@@ -327,6 +350,18 @@ static inline __attribute__((always_inline)) void mem_free_body(const struct mem
   }
   TELL(FREE, NULL, p, 0, 0, 0);
   struct igprof_mem_release r;
+  if (IGPROF_UNLIKELY(sampling)) {
+    /* Most blocks were not sampled: their free is the live table's test;
+     * a sampled one's in a function of its own. */
+    r.had = forget(p, caller, &r.node, &r.size, &r.blocks);
+    if (r.had) {
+      free_recorded(CHAIN(c, free), p, &r);
+      return;
+    }
+    THROUGH_VOID(CHAIN(c, free)(p));
+    igprof_leave();
+    return;
+  }
   release_begin(&r, p, caller);
   THROUGH_VOID(CHAIN(c, free)(p));
   release_end(&r);
@@ -686,6 +721,7 @@ static int mem_start(void)
   c_peak = igprof_heap_start(c_total, c_max, c_live);
   if (c_peak < 0) return -1;
   if (sampling) igprof_live_keep_births(); /* the sampled blocks' weights */
+  sample_early = sampling && overhead == OVERHEAD_NONE && !igprof_heap_histogram_on;
   if (lifetimes) {
     igprof_live_keep_births();
     c_temp = igprof_counter_define("MEM_TEMP", IGPROF_COUNTER_SUM, 0);
