@@ -160,6 +160,7 @@ int main(int argc, char **argv) {
   }
   long min_frames = std::atol(argv[1]), min_signal = std::atol(argv[2]);
   check_init();
+  check_static_modules();
   sampler_start(1000);
   pthread_t thread;
   pthread_create(&thread, nullptr, thread_main, nullptr);
