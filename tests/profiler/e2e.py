@@ -182,10 +182,10 @@ def scenario_threads(a):
     eq(leaf_stack(d, 'thread_alloc')[:2], ['thread_alloc', 'thread_main'], 'thread stack')
 
 
-def parent_and_child(a, scenario):
+def parent_and_child(a, scenario, *options):
     """Run a memtest scenario that forks once (it prints 'child PID') and return
     (parent dump, child dump, child pid); the dumps are None where missing."""
-    r = run([a.igprof, '-mp', a.memtest, scenario])
+    r = run([a.igprof, '-mp', *options, a.memtest, scenario])
     eq(r.returncode, 0, 'exit status')
     child = int(r.stdout.split()[1])
     files = dumps('igprof.memtest.*')
@@ -633,6 +633,29 @@ def scenario_sampled(a):
             'do_reallocarray': (1, 77, 77, 1, 77),
             'do_realloc': (10, sum(range(10, 101, 10)), 100, 1, 100),
         })
+
+    # With threads (each its own countdown; frees across threads, the live
+    # table's shards tested without their lock) and in a forked child: the
+    # same exact figures at T = 1 (blocks of 30 bytes and more).
+    for f in dumps():
+        os.unlink(f)
+    r = run([a.igprof, '-mp', '--sample', '1', a.memtest, 'threads'])
+    eq(r.returncode, 0, '--sample 1 memtest threads')
+    d = one_dump('igprof.memtest.*')
+    sizes = [64 + t for t in range(4)]
+    if d:
+        expect_mem(d, {'thread_alloc': (4000, 1000 * sum(sizes), 67, 400, 100 * sum(sizes))})
+    for f in dumps():
+        os.unlink(f)
+    parent, child, _ = parent_and_child(a, 'phases', '--sample', '1')
+    if parent and child:
+        expect_mem(parent, {'main_alloc': (500, 50000, 100, 0, 0),
+                            'phase_alloc': (40000, 2000000, 50, 40000, 2000000),
+                            'fork_child_alloc': (0, 0, 0, 0, 0)})
+        expect_mem(child, {'fork_child_alloc': (10, 300, 30, 10, 300),
+                           'main_alloc': (0, 0, 0, 0, 0), 'phase_alloc': (0, 0, 0, 0, 0)})
+    for f in dumps():
+        os.unlink(f)
 
     # igprof-analyse says the figures are estimates, and from what.
     an = os.path.join(os.path.abspath(a.bin), 'igprof-analyse')
