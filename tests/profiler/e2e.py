@@ -69,21 +69,25 @@ def leaf_stack(dump, sym):
 # ---------------------------------------------------------------------------
 # Scenarios
 
+# memtest basic: each function's (calls, bytes, largest, live blocks, live
+# bytes) but do_malloc's, which has malloc(0) calls too.
+BASIC_MEM = {
+    'do_calloc': (1, 300, 300, 1, 300),
+    'do_memalign': (1, 1000, 1000, 0, 0),
+    'do_aligned_alloc': (1, 256, 256, 1, 256),
+    'do_posix_memalign': (1, 700, 700, 0, 0),
+    'do_valloc': (1, 5000, 5000, 1, 5000),
+    'do_pvalloc': (1, PAGE, PAGE, 1, PAGE),
+    'do_reallocarray': (1, 77, 77, 1, 77),
+    'do_realloc': (10, sum(range(10, 101, 10)), 100, 1, 100),
+}
+
+
 def scenario_basic(a):
     r = run([a.igprof, '-mp', a.memtest, 'basic'])
     eq(r.returncode, 0, 'exit status')
     d = one_dump('igprof.memtest.*')
-    expect_mem(d, {
-        'do_malloc': (6, 100 + 5 * 33, 100, 5, 5 * 33),
-        'do_calloc': (1, 300, 300, 1, 300),
-        'do_memalign': (1, 1000, 1000, 0, 0),
-        'do_aligned_alloc': (1, 256, 256, 1, 256),
-        'do_posix_memalign': (1, 700, 700, 0, 0),
-        'do_valloc': (1, 5000, 5000, 1, 5000),
-        'do_pvalloc': (1, PAGE, PAGE, 1, PAGE),
-        'do_reallocarray': (1, 77, 77, 1, 77),
-        'do_realloc': (10, sum(range(10, 101, 10)), 100, 1, 100),
-    })
+    expect_mem(d, {'do_malloc': (6, 100 + 5 * 33, 100, 5, 5 * 33), **BASIC_MEM})
     eq(leaf_stack(d, 'do_calloc')[:4], ['do_calloc', 'every_function', 'basic', 'main'], 'stack of do_calloc')
     eq(leaf_stack(d, 'do_realloc')[:4], ['do_realloc', 'realloc_chain', 'basic', 'main'], 'stack of do_realloc')
     # MEM_LIVE peak of the realloc chain is its largest block (each step frees the last)
@@ -623,16 +627,7 @@ def scenario_sampled(a):
     eq(r.returncode, 0, '--sample 1 memtest basic')
     d = one_dump('igprof.memtest.*')
     if d:
-        expect_mem(d, {
-            'do_calloc': (1, 300, 300, 1, 300),
-            'do_memalign': (1, 1000, 1000, 0, 0),
-            'do_aligned_alloc': (1, 256, 256, 1, 256),
-            'do_posix_memalign': (1, 700, 700, 0, 0),
-            'do_valloc': (1, 5000, 5000, 1, 5000),
-            'do_pvalloc': (1, PAGE, PAGE, 1, PAGE),
-            'do_reallocarray': (1, 77, 77, 1, 77),
-            'do_realloc': (10, sum(range(10, 101, 10)), 100, 1, 100),
-        })
+        expect_mem(d, BASIC_MEM)
 
     # With threads (each its own countdown; frees across threads, the live
     # table's shards tested without their lock) and in a forked child: the
