@@ -411,8 +411,10 @@ def scenario_pages(a):
             os.unlink(f)
         # Under qemu-user sbrk fails in some runs, with the profiler or
         # without (qemu does not move the break over a mapping of its own
-        # above it): heaptest exits 3 then, and the run is made again.
-        for attempt in range(10):
+        # above it): heaptest exits 3 then, and the run is made again. Up
+        # to 3 runs of 4 fail there (all 10 of one CI run's tries did), so
+        # up to 40 tries: each is a fraction of a second.
+        for attempt in range(40):
             for f in glob.glob('pages.*'):
                 os.unlink(f)
             r = run([a.igprof, *options, '-o', 'pages.%p', a.heaptest, 'pages'])
