@@ -680,16 +680,26 @@ static int module_ehabi(const struct fast_module *m, struct ehabi_table *t) {
  * (frame_code_is_pc_thunk), and, with a link register, any interrupted PC
  * there (see below). */
 /* An interrupted PC in a module's code without unwind data: its return
- * address taken from the link register (AArch64). Not on ARM32, where such
- * code gets the outermost recipe and so prologue_step, which reads where
- * the function saved lr, and takes lr only where it did not: qemu-arm's
- * vDSO functions push {r7, lr} around the system call, and the guess made
- * the caller's frame 8 bytes off. */
-#if FRAME_LINK_REGISTER && FRAME_CODE_ALIGN > 1 && !defined(FRAME_EHABI_TABLES)
+ * address taken from the link register, as libunwind does (AArch64, and
+ * ARM32 code outside its module's index entries). Not in an ARM32 module
+ * without an index at all: qemu-arm's vDSO, whose functions push {r7, lr}
+ * around the system call (the guess put the caller's frame 8 bytes off);
+ * its code gets the outermost recipe and so prologue_step, which reads
+ * where the function saved lr. */
+#if FRAME_LINK_REGISTER && FRAME_CODE_ALIGN > 1
 #define LR_GUESS 1
 #else
 #define LR_GUESS 0
 #endif
+
+static int lr_guess_in(const struct fast_module *m) {
+#ifdef FRAME_EHABI_TABLES
+  return m->record->exidx_count > 0;
+#else
+  (void)m;
+  return LR_GUESS;
+#endif
+}
 
 __attribute__((noinline)) static struct frame_recipe derive_recipe(const struct module_snapshot *s,
                                                                    const struct fast_module *m,
@@ -734,7 +744,7 @@ __attribute__((noinline)) static struct frame_recipe derive_recipe(const struct 
     /* Only ever an interrupted PC (a thunk calls nothing): the call's
      * return address is at the stack pointer. */
     rc = (struct frame_recipe){-FRAME_CALL_RA_OFFSET, 0, FRAME_CALL_RA_OFFSET, FRAME_CFA_SP, 0};
-  } else if (rc.kind == FRAME_NO_INFO && m && LR_GUESS && pc % FRAME_CODE_ALIGN == 0) {
+  } else if (rc.kind == FRAME_NO_INFO && m && LR_GUESS && lr_guess_in(m) && pc % FRAME_CODE_ALIGN == 0) {
     /* An interrupted PC (a return address minus 1 is never aligned) in a
      * module's code without unwind data: a PLT stub most often, which
      * AArch64 linkers emit without CFI. The return address is still in
