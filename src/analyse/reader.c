@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "../profiler/dump_format.h"
+#include "../common/dump_format.h"
 #include "util.h"
 
 /* One FN definition of the current dump, after symbolisation and renaming. */

@@ -10,7 +10,7 @@
  * module snapshot and the ELF files themselves, never with dladdr.
  */
 #define _GNU_SOURCE
-#include "heap.h"
+#include "mem/heap.h"
 #include "internal.h"
 #include "symbols.h"
 #include "walk.h"

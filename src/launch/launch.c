@@ -20,7 +20,7 @@
  * CMAKE_INSTALL_BINDIR to CMAKE_INSTALL_LIBDIR/igprof, e.g. "../lib/igprof"
  * or "../lib/x86_64-linux-gnu/igprof"). */
 #ifndef IGPROF_RUNTIME_FROM_BIN
-#error "IGPROF_RUNTIME_FROM_BIN is set by src/profiler/CMakeLists.txt"
+#error "IGPROF_RUNTIME_FROM_BIN is set by src/launch/CMakeLists.txt"
 #endif
 #define LIBRARY_RELATIVE "/" IGPROF_RUNTIME_FROM_BIN "/libigprof.so"
 
