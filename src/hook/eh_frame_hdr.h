@@ -4,7 +4,7 @@
  * Two parts of the project look things up in a loaded module's unwind
  * search table: the hook engine (a function's extent from its FDE,
  * unwind_extent.c) and the fast stack walker (the FDE of a PC,
- * src/profiler/eh_frame.c). Both read it through this header.
+ * src/walk/eh_frame.c). Both read it through this header.
  *
  * Every read is bounded: a cursor carries the end of the memory it may read
  * and sets `bad` instead of reading past it. Nothing here allocates, locks

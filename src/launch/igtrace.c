@@ -2,7 +2,7 @@
  *
  *   igtrace [options] [--] program [args]
  *
- * Builds $IGTRACE (the $IGPROF grammar, see src/profiler/trace.c for the
+ * Builds $IGTRACE (the $IGPROF grammar, see src/profiler/trace/trace.c for the
  * tokens), preloads libigprof.so found next to this executable, runs the
  * program and exits with its status. Every option error is reported, with
  * exit status 125 (LAUNCH_EXIT_ERROR), before anything runs. docs/igtrace.md
