@@ -1,8 +1,8 @@
 /* Start-up, configuration and the module registry of libigprof.so.
  *
  * The constructor reads $IGPROF, decides whether this process is profiled
- * (-t), starts the enabled modules, then installs the process-level safety
- * hooks (safety.c, signals.c). Nothing is hooked in a process that is not
+ * (-t), starts the enabled modules, then installs the process-lifecycle
+ * hooks (lifecycle.c, signals.c). Nothing is hooked in a process that is not
  * profiled, so `igprof -t foo make` costs the other processes only this
  * library's loading.
  */
@@ -237,7 +237,7 @@ static void read_identity(void)
   if (!getcwd(igprof_state.start_dir, sizeof igprof_state.start_dir)) igprof_state.start_dir[0] = 0;
 }
 
-int igprof_safety_start(void);
+int igprof_lifecycle_start(void);
 int igprof_trace_configure(void); /* trace.c: $IGTRACE; 1 if this process traces */
 
 static struct igprof_token scratch_token; /* 4 KiB: keep it off the stack */
@@ -286,7 +286,7 @@ __attribute__((constructor)) static void igprof_start(void)
   }
   if (!any) igprof_debug("no profiler module enabled");
   atomic_store(&igprof_state.active, 1);
-  igprof_safety_start();
+  igprof_lifecycle_start();
   hook_batch_end();
   igprof_tls.guard = 0;
 }

@@ -1,4 +1,4 @@
-/* Process-level safety hooks (design.md §3.4, §3.5): every way a process
+/* Process-lifecycle hooks (design.md §3.4, §3.5): every way a process
  * ends writes its dump, a forked child gets its own, threads get their
  * state, exec leaves nothing armed behind, libraries loaded later are seen.
  */
@@ -372,7 +372,7 @@ static int hook_dlclose(void *h)
 /* Start                                                             */
 /* ---------------------------------------------------------------- */
 
-int igprof_safety_start(void)
+int igprof_lifecycle_start(void)
 {
   /* Every signal whose default action ends the process, so that a program
    * killed by Ctrl-C, SIGTERM or SIGPIPE in a pipeline still leaves its dump.
