@@ -540,7 +540,7 @@ void igprof_dump_fork_prepare(void);
 void igprof_dump_fork_parent(void);
 void igprof_dump_fork_child(void);
 
-/* The -D / -S service thread (dumper.c). */
+/* The -D / -S service thread (dump_thread.c). */
 int igprof_dumper_start(void);
 void igprof_dumper_poke(void); /* async-signal-safe: request a checkpoint dump */
 void igprof_dumper_flush(void); /* write checkpoints still pending (before the final dump) */
