@@ -27,9 +27,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-int igprof_counter_has_leaks(int id);
-int igprof_counter_is_sum(int id);
-
 static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned checkpoint_seq;
 

@@ -18,13 +18,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-void igprof_signals_before_exec(void);
-void igprof_altstack_start(void);
-void igprof_altstack_thread_start(void);
-void igprof_altstack_thread_exit(void);
-void igprof_signals_exec_failed(void);
-int igprof_signals_start(void);
-
 #define FOR_EACH_MODULE(m)                                                              \
   for (struct igprof_module *const *m##_it = igprof_modules_begin(), *m;                \
        m##_it < igprof_modules_end() && ((m = *m##_it), 1); ++m##_it)                   \
@@ -171,8 +164,6 @@ static int hook_execveat(int dirfd, const char *path, char *const argv[], char *
 /* fork                                                              */
 /* ---------------------------------------------------------------- */
 
-int igprof_dumper_fork_child(void);
-
 static int fork_entered;
 
 static void fork_prepare(void)
@@ -193,8 +184,6 @@ static void fork_parent(void)
   FOR_EACH_MODULE(m) if (m->fork_parent) m->fork_parent();
   if (fork_entered) igprof_leave();
 }
-
-void igprof_signals_fork_child(void);
 
 static void fork_child(void)
 {
