@@ -1150,7 +1150,9 @@ static int prologue_step(struct walk *w, uintptr_t lookup_pc) {
     if (entry && ehabi_prel31(entry) > lo && ehabi_prel31(entry) <= end)
       lo = ehabi_prel31(entry);
   }
-  if (!module_readable(m, lo, end - lo))
+  /* At a function's first instruction (end == lo) there is nothing to
+   * read: the frame is a leaf's, its return address in lr. */
+  if (end > lo && !module_readable(m, lo, end - lo))
     return -1;
   /* A hook's jump over the function's first instructions hides the push
    * the reader looks for (-mp patches malloc's): it reads what was there. */
