@@ -19,7 +19,8 @@
 
 /* 1 if every page of [addr, addr + len) is mapped, else 0 (also for an
  * empty or wrapping range). */
-static inline int frame_memory_mapped(uintptr_t addr, uintptr_t len) {
+static inline int frame_memory_mapped(uintptr_t addr, uintptr_t len)
+{
   const uintptr_t page = 4096;
   if (len == 0 || addr + len < addr)
     return 0;
