@@ -156,4 +156,8 @@ size_t arch_write_pad_undo(void *dst, const void *pad);
 /* Make instructions written at [addr, addr+len) visible to execution. */
 void arch_flush_icache(void *addr, size_t len);
 
+/* Where the bytes of the code at `code` (an address as calls use it) are:
+ * ARM32 clears the Thumb bit; elsewhere the address itself. */
+uintptr_t arch_code_bytes(uintptr_t code);
+
 #endif

@@ -944,6 +944,8 @@ size_t arch_read_jump(const void *code, uintptr_t pc, uintptr_t *target)
   return 0;
 }
 
+uintptr_t arch_code_bytes(uintptr_t code) { return (uintptr_t)bytes_of((const void *)code); }
+
 void arch_flush_icache(void *addr, size_t len)
 {
 #if defined(__arm__)

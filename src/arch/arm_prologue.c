@@ -17,15 +17,35 @@
 
 #include <string.h>
 
-static uint32_t rd16(uintptr_t at) {
+/* The code as the reader sees it: memory, with the windows a hook patched
+ * read as they were (the caller's arm_code_patch list, usually empty). */
+struct code {
+  const struct arm_code_patch *patch;
+  size_t npatch;
+};
+
+static void unpatch(const struct code *c, uintptr_t at, uint8_t *v, size_t len) {
+  for (size_t i = 0; i < c->npatch; i++) {
+    const struct arm_code_patch *w = &c->patch[i];
+    for (size_t k = 0; k < len; k++)
+      if (at + k >= w->at && at + k < w->at + w->len)
+        v[k] = w->bytes[at + k - w->at];
+  }
+}
+
+static uint32_t rd16(const struct code *c, uintptr_t at) {
   uint16_t v;
   memcpy(&v, (const void *)at, sizeof v);
+  if (c && c->npatch)
+    unpatch(c, at, (uint8_t *)&v, sizeof v);
   return v;
 }
 
-static uint32_t rd32(uintptr_t at) {
+static uint32_t rd32(const struct code *c, uintptr_t at) {
   uint32_t v;
   memcpy(&v, (const void *)at, sizeof v);
+  if (c && c->npatch)
+    unpatch(c, at, (uint8_t *)&v, sizeof v);
   return v;
 }
 
@@ -141,7 +161,7 @@ static enum decoded decoded_at(uintptr_t p, uintptr_t end, const struct state *c
   return D_OK;
 }
 
-static enum decoded decode_thumb(uintptr_t start, uintptr_t end, struct state *out) {
+static enum decoded decode_thumb(const struct code *c, uintptr_t start, uintptr_t end, struct state *out) {
   struct state cur, body;
   memset(&cur, 0, sizeof cur);
   body = cur;
@@ -155,12 +175,12 @@ static enum decoded decode_thumb(uintptr_t start, uintptr_t end, struct state *o
       p = q;
       continue;
     }
-    uint32_t h1 = rd16(p), h2 = 0;
+    uint32_t h1 = rd16(c, p), h2 = 0;
     int wide = (h1 >> 11) >= 0x1d;
     if (wide) {
       if (p + 4 > end)
         return D_MISALIGNED;
-      h2 = rd16(p + 2);
+      h2 = rd16(c, p + 2);
     }
     int in_it = it_left > 0;
     if (in_it)
@@ -295,7 +315,7 @@ static enum decoded decode_thumb(uintptr_t start, uintptr_t end, struct state *o
         uintptr_t table = p + 4, limit = end;
         int size = h2 & 0x10 ? 2 : 1;
         for (uintptr_t t = table; t + size <= limit && t + size <= end; t += size) {
-          uintptr_t target = table + 2 * (size == 2 ? rd16(t) : *(const uint8_t *)t);
+          uintptr_t target = table + 2 * (size == 2 ? rd16(c, t) : *(const uint8_t *)t);
           if (target < limit)
             limit = target;
         }
@@ -321,7 +341,7 @@ static enum decoded decode_thumb(uintptr_t start, uintptr_t end, struct state *o
   return decoded_at(p, end, &cur, out);
 }
 
-static enum decoded decode_a32(uintptr_t start, uintptr_t end, struct state *out) {
+static enum decoded decode_a32(const struct code *c, uintptr_t start, uintptr_t end, struct state *out) {
   struct state cur, body;
   memset(&cur, 0, sizeof cur);
   body = cur;
@@ -334,7 +354,7 @@ static enum decoded decode_a32(uintptr_t start, uintptr_t end, struct state *out
       p = (q + 3) & ~(uintptr_t)3;
       continue;
     }
-    uint32_t w = rd32(p), cond = w >> 28, body_w = w & 0x0fffffff;
+    uint32_t w = rd32(c, p), cond = w >> 28, body_w = w & 0x0fffffff;
     int always = cond == 0xe;
     int grows = 0, transfer = 0, returns = 0, sp_written = 0;
     if ((body_w & 0x0fff0000) == 0x092d0000) { /* push / stmdb sp! */
@@ -417,21 +437,21 @@ static enum decoded decode_a32(uintptr_t start, uintptr_t end, struct state *out
 }
 
 /* Whether the halfword(s) at `at` (Thumb) save lr on the stack. */
-static int thumb_saves_lr(uintptr_t at, uintptr_t end) {
-  uint32_t h = rd16(at);
+static int thumb_saves_lr(const struct code *c, uintptr_t at, uintptr_t end) {
+  uint32_t h = rd16(c, at);
   if ((h & 0xff00) == 0xb500)
     return 1;
   if (at + 4 > end)
     return 0;
-  uint32_t h2 = rd16(at + 2);
+  uint32_t h2 = rd16(c, at + 2);
   return (h == 0xe92d && (h2 & 0xe000) == 0x4000) || (h == 0xf84d && h2 == 0xed04);
 }
 
-static int thumb_returns(uintptr_t at, uintptr_t end) {
-  uint32_t h = rd16(at);
+static int thumb_returns(const struct code *c, uintptr_t at, uintptr_t end) {
+  uint32_t h = rd16(c, at);
   if (h == 0x4770 || (h & 0xff00) == 0xbd00)
     return 1;
-  return at + 4 <= end && h == 0xe8bd && (rd16(at + 2) & 0x8000);
+  return at + 4 <= end && h == 0xe8bd && (rd16(c, at + 2) & 0x8000);
 }
 
 static int a32_saves_lr(uint32_t w) { return (w & 0xffffe000) == 0xe92d4000 || w == 0xe52de004; }
@@ -442,18 +462,18 @@ static int a32_returns(uint32_t w) {
 
 /* A varargs function spills r0-r3 (or makes room) before it saves lr:
  * the instruction just before the push belongs to the prologue. */
-static uintptr_t spill_before(uintptr_t at, uintptr_t lo, int thumb) {
+static uintptr_t spill_before(const struct code *c, uintptr_t at, uintptr_t lo, int thumb) {
   if (thumb) {
     if (at < lo + 2)
       return at;
-    uint32_t h = rd16(at - 2);
+    uint32_t h = rd16(c, at - 2);
     if (((h & 0xfff0) == 0xb400 && (h & 0xf)) || ((h & 0xff80) == 0xb080 && (h & 0x7f) <= 4))
       return at - 2;
     return at;
   }
   if (at < lo + 4)
     return at;
-  uint32_t w = rd32(at - 4);
+  uint32_t w = rd32(c, at - 4);
   if (((w & 0xfffffff0) == 0xe92d0000 && (w & 0xf)) ||
       ((w & 0xffffff00) == 0xe24dd000 && (w & 0xff) <= 16 && (w & 3) == 0))
     return at - 4;
@@ -462,13 +482,13 @@ static uintptr_t spill_before(uintptr_t at, uintptr_t lo, int thumb) {
 
 /* Whether the code at `at` moves sp down without saving lr: a leaf's
  * prologue (push without lr, sub sp). */
-static int thumb_leaf_prologue(uintptr_t at, uintptr_t end) {
-  uint32_t h = rd16(at);
+static int thumb_leaf_prologue(const struct code *c, uintptr_t at, uintptr_t end) {
+  uint32_t h = rd16(c, at);
   if ((h & 0xff00) == 0xb400 || (h & 0xff80) == 0xb080)
     return 1;
   if (at + 4 > end)
     return 0;
-  uint32_t h2 = rd16(at + 2);
+  uint32_t h2 = rd16(c, at + 2);
   return (h == 0xe92d && !(h2 & 0xe000)) || (h == 0xf84d && (h2 & 0x0fff) == 0x0d04);
 }
 
@@ -477,7 +497,10 @@ static int a32_leaf_prologue(uint32_t w) {
          (w & 0xfffff000) == 0xe24dd000;
 }
 
-enum arm_prologue_result arm_prologue_read(uintptr_t lo, uintptr_t end, int thumb, struct arm_prologue *out) {
+enum arm_prologue_result arm_prologue_read(uintptr_t lo, uintptr_t end, int thumb,
+                                           const struct arm_code_patch *patch, size_t npatch,
+                                           struct arm_prologue *out) {
+  const struct code code = {patch, npatch}, *c = &code;
   memset(out, 0, sizeof *out);
   unsigned step = thumb ? 2 : 4;
   if (end % step)
@@ -490,22 +513,22 @@ enum arm_prologue_result arm_prologue_read(uintptr_t lo, uintptr_t end, int thum
   enum arm_prologue_result res = ARM_PROLOGUE_LEAF;
   for (uintptr_t at = end; at >= scan_lo + step && tries < 4;) {
     at -= step;
-    int saves = thumb ? thumb_saves_lr(at, end) : a32_saves_lr(rd32(at));
+    int saves = thumb ? thumb_saves_lr(c, at, end) : a32_saves_lr(rd32(c, at));
     if (!saves) {
       if (out->crossed_return)
         continue;
-      if (thumb ? thumb_returns(at, end) : a32_returns(rd32(at))) {
+      if (thumb ? thumb_returns(c, at, end) : a32_returns(rd32(c, at))) {
         out->crossed_return = 1;
         out->return_at = at;
-      } else if (thumb ? thumb_leaf_prologue(at, end) : a32_leaf_prologue(rd32(at))) {
+      } else if (thumb ? thumb_leaf_prologue(c, at, end) : a32_leaf_prologue(rd32(c, at))) {
         leaf_start = at;
       }
       continue;
     }
     tries++;
-    uintptr_t start = spill_before(at, scan_lo, thumb);
+    uintptr_t start = spill_before(c, at, scan_lo, thumb);
     struct state st;
-    enum decoded d = thumb ? decode_thumb(start, end, &st) : decode_a32(start, end, &st);
+    enum decoded d = thumb ? decode_thumb(c, start, end, &st) : decode_a32(c, start, end, &st);
     if (d == D_MISALIGNED)
       continue;
     if (d == D_REFUSED) {
@@ -526,7 +549,7 @@ enum arm_prologue_result arm_prologue_read(uintptr_t lo, uintptr_t end, int thum
   struct state leaf;
   if (leaf_start == end) {
     out->leaf_ok = 1;
-  } else if ((thumb ? decode_thumb(leaf_start, end, &leaf) : decode_a32(leaf_start, end, &leaf)) == D_OK &&
+  } else if ((thumb ? decode_thumb(c, leaf_start, end, &leaf) : decode_a32(c, leaf_start, end, &leaf)) == D_OK &&
              leaf.ra_at == 0) {
     out->leaf_ok = 1;
     out->leaf_cfa = leaf.off;
@@ -537,14 +560,14 @@ enum arm_prologue_result arm_prologue_read(uintptr_t lo, uintptr_t end, int thum
 int arm_follows_call(uintptr_t ra) {
   if (ra & 1) {
     uintptr_t a = ra & ~(uintptr_t)1;
-    uint32_t h1 = rd16(a - 4), h2 = rd16(a - 2);
+    uint32_t h1 = rd16(NULL, a - 4), h2 = rd16(NULL, a - 2);
     if ((h1 & 0xf800) == 0xf000 && ((h2 & 0xd000) == 0xd000 || (h2 & 0xd001) == 0xc000))
       return 1; /* bl, blx imm */
     return (h2 & 0xff87) == 0x4780; /* blx rm */
   }
   if (ra & 3)
     return 0;
-  uint32_t w = rd32(ra - 4);
+  uint32_t w = rd32(NULL, ra - 4);
   if ((w >> 28) != 0xf && (w & 0x0f000000) == 0x0b000000)
     return 1; /* bl */
   if ((w & 0xfe000000) == 0xfa000000)
@@ -555,7 +578,7 @@ int arm_follows_call(uintptr_t ra) {
 int arm_call_target(uintptr_t ra, uintptr_t *target) {
   if (ra & 1) {
     uintptr_t a = ra & ~(uintptr_t)1;
-    uint32_t h1 = rd16(a - 4), h2 = rd16(a - 2);
+    uint32_t h1 = rd16(NULL, a - 4), h2 = rd16(NULL, a - 2);
     if ((h1 & 0xf800) != 0xf000 || (h2 & 0xc000) != 0xc000)
       return 0;
     uint32_t s = (h1 >> 10) & 1, j1 = (h2 >> 13) & 1, j2 = (h2 >> 11) & 1;
@@ -568,7 +591,7 @@ int arm_call_target(uintptr_t ra, uintptr_t *target) {
       *target = (a & ~(uintptr_t)3) + (uintptr_t)(intptr_t)(off & ~3);
     return 1;
   }
-  uint32_t w = rd32(ra - 4);
+  uint32_t w = rd32(NULL, ra - 4);
   int32_t off = (int32_t)(w << 8) >> 6;
   if ((w >> 28) != 0xf && (w & 0x0f000000) == 0x0b000000) {
     *target = ra + 4 + (uintptr_t)(intptr_t)off;

@@ -13,6 +13,7 @@
 #ifndef IGPROF_ARCH_ARM_PROLOGUE_H
 #define IGPROF_ARCH_ARM_PROLOGUE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* How far back from the PC the saving push is looked for. */
@@ -46,12 +47,24 @@ struct arm_prologue {
   int leaf_ok;
 };
 
+/* Code that differs in memory from what the compiler wrote: a window a
+ * hook patched (its jump over the function's first instructions), with
+ * the bytes it held. */
+struct arm_code_patch {
+  uintptr_t at;
+  size_t len;
+  const uint8_t *bytes;
+};
+
 /* Read the code before `end` (an interrupted PC, or a return address
  * without its Thumb bit) as Thumb-2 (`thumb` 1) or A32 code, reading only
  * [lo, end) (lo: the start of the code the function can begin at, its
  * module's text or its index entry; the scan also stops ARM_PROLOGUE_SCAN
- * bytes back). */
-enum arm_prologue_result arm_prologue_read(uintptr_t lo, uintptr_t end, int thumb, struct arm_prologue *out);
+ * bytes back). The npatch windows of `patch` are read as their bytes say,
+ * not as memory does (the walker gives the hook engine's patches there). */
+enum arm_prologue_result arm_prologue_read(uintptr_t lo, uintptr_t end, int thumb,
+                                           const struct arm_code_patch *patch, size_t npatch,
+                                           struct arm_prologue *out);
 
 /* Whether the code before the return address `ra` (with its Thumb bit, as
  * the call left it in lr) is a call: Thumb bl/blx imm ending at ra or blx

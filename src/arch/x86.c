@@ -199,6 +199,8 @@ size_t arch_write_pad_undo(void *dst, const void *pad)
   return 0; /* endbr64 / endbr32 change no state */
 }
 
+uintptr_t arch_code_bytes(uintptr_t code) { return code; }
+
 void arch_flush_icache(void *addr, size_t len)
 {
   /* x86 keeps instruction fetch coherent with stores; the builtin documents

@@ -31,6 +31,7 @@
  * branch that needs an absolute form). */
 #define RELOCATED_CAP (ARCH_MAX_WINDOW * ARCH_MAX_RELOCATED_INSN / 2)
 #define SLOT_SIZE (CHAIN_OFFSET + RELOCATED_CAP + ARCH_MAX_JUMP_SIZE)
+_Static_assert(HOOK_PATCH_MAX >= ARCH_MAX_WINDOW, "a patch window fits the patch log");
 
 static const char *const status_names[HOOK_STATUS_COUNT] = {
     [HOOK_OK] = "ok",
@@ -448,6 +449,7 @@ static enum hook_status install_locked(uintptr_t fn, size_t size, uintptr_t repl
   out->patched_bytes = consumed - keep;
   out->entry_kept = keep;
   atomic_thread_fence(memory_order_release);
+  hook_patch_log_add(site, consumed - keep);
   return write_patch(site, patch, consumed - keep, m);
 }
 

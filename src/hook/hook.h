@@ -33,6 +33,7 @@
 #define IGPROF_HOOK_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 enum hook_status {
   HOOK_OK = 0,
@@ -107,6 +108,21 @@ void *hook_jump_target(void *function, size_t size);
  * between the two calls on that thread. */
 void hook_batch_begin(void);
 void hook_batch_end(void);
+
+/* Code a hook overwrote, as it was before (HOOK_PATCH_MAX bytes at most
+ * per window). */
+#define HOOK_PATCH_MAX 32
+struct hook_original {
+  uintptr_t at;          /* the first byte overwritten (ARM32: no Thumb bit) */
+  size_t len;            /* how many */
+  const uint8_t *bytes;  /* what they were (valid for the process's life) */
+};
+
+/* The windows patched by hooks that overlap [lo, hi), at most cap of them,
+ * in install order; returns how many were written to out. For readers of
+ * code that must see a function's own instructions (the ARM32 walker's
+ * prologue reader). Async-signal-safe: no lock, no allocation. */
+size_t hook_original_code(uintptr_t lo, uintptr_t hi, struct hook_original *out, size_t cap);
 
 /* A short stable name for a status, e.g. "already-hooked". */
 const char *hook_status_str(enum hook_status status);

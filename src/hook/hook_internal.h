@@ -30,4 +30,9 @@ int hook_unwind_extent(uintptr_t addr, uintptr_t *start, size_t *size);
 int hook_unwind_each(uintptr_t anchor, uintptr_t lo, uintptr_t hi,
                      int (*fn)(uintptr_t start, size_t size, void *arg), void *arg);
 
+/* Log the bytes at [at, at+len) (`at` as a call uses it: ARM32 with its
+ * Thumb bit) before a patch overwrites them
+ * (hook_original_code reads the log). */
+void hook_patch_log_add(uintptr_t at, size_t len);
+
 #endif

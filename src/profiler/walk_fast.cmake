@@ -15,6 +15,8 @@ if(NOT TARGET igprof_walk_fast)
     # frames they do not describe are read from their prologues.
     target_sources(igprof_walk_fast PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../arch/arm_ehabi.c
                    ${CMAKE_CURRENT_LIST_DIR}/../arch/arm_prologue.c)
+    # The prologue reader sees hooked functions as they were (hook_original_code).
+    target_link_libraries(igprof_walk_fast PUBLIC igprof_hook)
   endif()
   set_target_properties(igprof_walk_fast PROPERTIES
     POSITION_INDEPENDENT_CODE ON

@@ -32,6 +32,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "arch.h"
 #include "check.h"
 #include "hook.h"
 
@@ -424,6 +425,17 @@ int main(void)
   workload(&before_hooks, 1);
   workload(&expected, 0);
 
+  /* Each function's first bytes before any hook, to compare with what the
+   * engine logs as the original code of its patch window. */
+  static uint8_t first_bytes[NFUNCS][HOOK_PATCH_MAX];
+  static void *looked_up[NFUNCS];
+  for (int i = 0; i < NFUNCS; i++) {
+    size_t size = 0;
+    looked_up[i] = hook_lookup(names[i], NULL, NULL, &size);
+    if (looked_up[i])
+      memcpy(first_bytes[i], (const void *)arch_code_bytes((uintptr_t)looked_up[i]), HOOK_PATCH_MAX);
+  }
+
   int hooked = 0;
   for (int i = 0; i < NFUNCS; i++) {
     struct hook_spec spec = {names[i], NULL, NULL, replacements[i]};
@@ -453,6 +465,29 @@ int main(void)
     hooked++;
   }
   printf("hooked %d functions (%d names)\n", hooked, NFUNCS);
+  /* The log of patched windows: one window per installed hook, its bytes
+   * those before the install (memory now holds the jump). */
+  int logged = 0;
+  for (int i = 0; i < NFUNCS; i++) {
+    if (alias_of[i] != i || refused[i] || !hooks[i].chain || hooks[i].original != looked_up[i])
+      continue;
+    uintptr_t at = arch_code_bytes((uintptr_t)hooks[i].original) + hooks[i].entry_kept;
+    struct hook_original w[4];
+    size_t n = hook_original_code(at, at + hooks[i].patched_bytes, w, 4);
+    CHECK_EQ_LONG((long)n, 1);
+    if (n != 1)
+      continue;
+    CHECK(w[0].at == at);
+    CHECK_EQ_LONG((long)w[0].len, (long)hooks[i].patched_bytes);
+    CHECK(memcmp(w[0].bytes, first_bytes[i] + hooks[i].entry_kept, w[0].len) == 0);
+    CHECK(memcmp(w[0].bytes, (const void *)at, w[0].len) != 0);
+    logged++;
+  }
+  printf("patch log: %d windows checked\n", logged);
+  CHECK(logged >= 50);
+  struct hook_original none[1];
+  uintptr_t own = arch_code_bytes((uintptr_t)&workload);
+  CHECK_EQ_LONG((long)hook_original_code(own, own + 16, none, 1), 0);
   check_memcpy();
   CHECK(hooked >= 55);
   CHECK(nrefused <= 1);

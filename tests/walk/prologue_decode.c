@@ -13,11 +13,12 @@ static int failures;
 /* Read `code` (halfwords for Thumb, words for A32) up to byte offset `end`
  * and compare with the expected result and shape (cfa, ra_at, r7_at,
  * r11_at; leaf_cfa where `leaf` is set). */
-static void check(const char *name, const void *code, uintptr_t end, int thumb, enum arm_prologue_result res,
-                  int32_t cfa, int32_t ra_at, int32_t r7_at, int32_t r11_at) {
+static void check_patched(const char *name, const void *code, uintptr_t end, int thumb,
+                          const struct arm_code_patch *patch, size_t npatch, enum arm_prologue_result res,
+                          int32_t cfa, int32_t ra_at, int32_t r7_at, int32_t r11_at) {
   struct arm_prologue pr;
   uintptr_t lo = (uintptr_t)code;
-  enum arm_prologue_result got = arm_prologue_read(lo, lo + end, thumb, &pr);
+  enum arm_prologue_result got = arm_prologue_read(lo, lo + end, thumb, patch, npatch, &pr);
   if (got != res || (res == ARM_PROLOGUE_OK && (pr.cfa != cfa || pr.ra_at != ra_at || pr.r7_at != r7_at ||
                                                  pr.r11_at != r11_at))) {
     printf("FAIL %s: result %d cfa %d ra_at %d r7_at %d r11_at %d; expected %d, %d, %d, %d, %d\n", name, got,
@@ -28,10 +29,15 @@ static void check(const char *name, const void *code, uintptr_t end, int thumb, 
   }
 }
 
+static void check(const char *name, const void *code, uintptr_t end, int thumb, enum arm_prologue_result res,
+                  int32_t cfa, int32_t ra_at, int32_t r7_at, int32_t r11_at) {
+  check_patched(name, code, end, thumb, NULL, 0, res, cfa, ra_at, r7_at, r11_at);
+}
+
 static void check_leaf(const char *name, const void *code, uintptr_t end, int thumb, int crossed, int32_t leaf_cfa) {
   struct arm_prologue pr;
   uintptr_t lo = (uintptr_t)code;
-  (void)arm_prologue_read(lo, lo + end, thumb, &pr);
+  (void)arm_prologue_read(lo, lo + end, thumb, NULL, 0, &pr);
   if (!pr.leaf_ok || pr.leaf_cfa != leaf_cfa || pr.crossed_return != crossed) {
     printf("FAIL %s: leaf_ok %d leaf_cfa %d crossed_return %d; expected 1, %d, %d\n", name, pr.leaf_ok,
            pr.leaf_cfa, pr.crossed_return, leaf_cfa, crossed);
@@ -113,6 +119,25 @@ int main(void) {
   /* str lr, [sp, #-4]!; vpush {d8}; sub sp, sp, #0x400 */
   static const uint32_t a5[] = {0xe52de004, 0xed2d8b02, 0xe24ddb01, 0xe3a00001};
   check("a32 str lr + vpush + rotated sub", a5, 12, 0, ARM_PROLOGUE_OK, 4 + 8 + 1024, -4, none, none);
+
+  /* A hook's jump over the push (-mp patches malloc's first instructions):
+   * read as the bytes the hook engine kept say. Thumb: push {r3-r7, lr};
+   * sub sp, #8; movs..., patched with ldr.w pc, [pc, #0] and its literal. */
+  static const uint16_t p1_orig[] = {0xb5f8, 0xb082, 0x2001, 0x2001};
+  static const uint16_t p1[] __attribute__((aligned(4))) = {0xf8df, 0xf000, 0x1235, 0x0040, 0x2001, 0x2001};
+  struct arm_code_patch pw = {(uintptr_t)p1, sizeof p1_orig, (const uint8_t *)p1_orig};
+  check_patched("thumb push under a hook's jump", p1, 10, 1, &pw, 1, ARM_PROLOGUE_OK, 32, -4, -8, none);
+  check("thumb push under a hook's jump, unread", p1, 10, 1, ARM_PROLOGUE_LEAF, 0, 0, 0, 0);
+  /* a patch elsewhere changes nothing */
+  struct arm_code_patch far = {(uintptr_t)t1, sizeof p1_orig, (const uint8_t *)p1_orig};
+  check_patched("thumb patch elsewhere", p1, 10, 1, &far, 1, ARM_PROLOGUE_LEAF, 0, 0, 0, 0);
+  /* A32: push {r3-r7, lr}; sub sp, sp, #8; mov..., patched with
+   * ldr pc, [pc, #-4] and its literal */
+  static const uint32_t p2_orig[] = {0xe92d40f8, 0xe24dd008};
+  static const uint32_t p2[] = {0xe51ff004, 0x00401234, 0xe3a00001, 0xe3a00001};
+  struct arm_code_patch pw2 = {(uintptr_t)p2, sizeof p2_orig, (const uint8_t *)p2_orig};
+  check_patched("a32 push under a hook's jump", p2, 12, 0, &pw2, 1, ARM_PROLOGUE_OK, 32, -4, -8, none);
+  check("a32 push under a hook's jump, unread", p2, 12, 0, ARM_PROLOGUE_LEAF, 0, 0, 0, 0);
 
   /* Calls before a return address. */
   static const uint16_t c1[] = {0xf000, 0xf802, 0x2001, 0x4798, 0x2001};

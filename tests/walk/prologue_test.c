@@ -11,6 +11,9 @@
  *     interrupted frame is one of the chain's must give the rest of the
  *     chain from there; at least 8 functions interrupted, 20 walks in the
  *     leaf;
+ *   - a walk from a context as a signal at the leaf's first instruction
+ *     leaves it (the registers of its entry, saved by entry_probe), which
+ *     a signal hits only now and then;
  *   - a hook walk with prologue reading off, which must end at the
  *     innermost function, as libunwind's does.
  * Between pc_cmp and pc_plt lie qsort's frames, in libc.so.6: one or more
@@ -23,6 +26,7 @@
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
+#include <ucontext.h>
 
 #include "walk_fast.h"
 
@@ -97,6 +101,43 @@ static int matches(const char *what, const uintptr_t *pcs, int n, int from) {
   return 0;
 }
 
+/* Called as the chain's leaf, entry_probe keeps r4-r11, sp and lr as
+ * they are at a leaf's first instruction in entry_regs[0..9] and goes on
+ * to entry_regs[10] (entry_walk) with lr unchanged. */
+unsigned long entry_regs[11];
+void entry_probe(void);
+__asm__(".text\n.balign 4\n.arm\n.globl entry_probe\n.type entry_probe, %function\nentry_probe:\n"
+        "  ldr r12, 1f\n"
+        "0:add r12, pc, r12\n"
+        "  stmia r12, {r4-r11}\n"
+        "  str sp, [r12, #32]\n"
+        "  str lr, [r12, #36]\n"
+        "  ldr r12, [r12, #40]\n"
+        "  bx r12\n"
+        "1:.word entry_regs - (0b + 8)\n"
+        ".size entry_probe, . - entry_probe\n");
+
+static uintptr_t entry_pcs[MAX];
+static int entry_n;
+
+/* The walk from the context a signal at pc_spin's first instruction would
+ * give: the caller's registers, lr its return address. */
+__attribute__((noinline)) static void entry_walk(void) {
+  ucontext_t uc;
+  memset(&uc, 0, sizeof uc);
+  getcontext(&uc);
+  mcontext_t *mc = &uc.uc_mcontext;
+  mc->arm_r4 = entry_regs[0], mc->arm_r5 = entry_regs[1], mc->arm_r6 = entry_regs[2];
+  mc->arm_r7 = entry_regs[3], mc->arm_r8 = entry_regs[4], mc->arm_r9 = entry_regs[5];
+  mc->arm_r10 = entry_regs[6], mc->arm_fp = entry_regs[7];
+  mc->arm_sp = entry_regs[8], mc->arm_lr = entry_regs[9];
+  uintptr_t spin = (uintptr_t)pc_spin;
+  mc->arm_pc = spin & ~(uintptr_t)1;
+  mc->arm_cpsr = (mc->arm_cpsr & ~0x20ul) | (spin & 1 ? 0x20 : 0);
+  int trunc;
+  entry_n = igprof_walk_fast_from_signal(entry_pcs, MAX, &uc, &trunc);
+}
+
 __attribute__((noinline)) int run(int x) {
   int r = prologue_chain(x);
   __asm__ volatile("" ::: "memory"); /* not a tail call */
@@ -165,6 +206,21 @@ int main(void) {
     printf("FAIL: only %d signal walks in the spinning leaf, expected at least 20\n", in_leaf);
     failures++;
   }
+  /* At the leaf's first instruction (nothing of it to read back from). */
+  entry_regs[10] = (uintptr_t)entry_walk;
+  chain_leaf = entry_probe;
+  run(5);
+  /* frame 0 by address: dladdr names a Thumb function's first byte after
+   * the symbol before it (its value has the Thumb bit) */
+  if (entry_n < 1 || entry_pcs[0] != ((uintptr_t)pc_spin & ~(uintptr_t)1)) {
+    printf("FAIL: walk at the leaf's first instruction: frame 0 is %#lx, expected pc_spin at %#lx\n",
+           entry_n ? (unsigned long)entry_pcs[0] : 0UL, (unsigned long)pc_spin);
+    failures++;
+  } else if (!matches("walk at the leaf's first instruction", entry_pcs + 1, entry_n - 1, 1))
+    failures++;
+  else
+    printf("walk at the leaf's first instruction: %d frames\n", entry_n);
+
   /* Off: the walk ends at the first frame without a table entry. Last:
    * the walker's memos keep that end as certain. */
   igprof_walk_fast_set_prologues(0);
