@@ -161,15 +161,26 @@ static void test_format(void)
 #define LIVE_PER_THREAD 200000
 
 static uintptr_t live_keys[LIVE_THREADS][LIVE_PER_THREAD];
-static struct igprof_node fake_nodes[LIVE_THREADS];
+/* Nodes as the tree makes them (cache-line aligned), and nodes that are
+ * not: the live table keeps records of those, and of big blocks, in full
+ * in its wide table (live.c). */
+static struct igprof_node fake_nodes[LIVE_THREADS] __attribute__((aligned(64)));
+static struct {
+  char pad[8];
+  struct igprof_node n[LIVE_THREADS];
+} odd_nodes __attribute__((aligned(64)));
 static pthread_barrier_t live_barrier;
+
+static struct igprof_node *live_node(int t, int i) { return i % 50 == 9 ? &odd_nodes.n[t] : &fake_nodes[t]; }
+
+static uint64_t live_size(int i) { return i % 50 == 7 ? ((uint64_t) i << 23) + 5 : (uint64_t) i; }
 
 static void *live_worker(void *arg)
 {
   int t = (int) (long) arg;
   for (int i = 0; i < LIVE_PER_THREAD; ++i) {
     live_keys[t][i] = ((uintptr_t) (t + 1) << (sizeof(uintptr_t) > 4 ? 40 : 28)) + (uintptr_t) i * 16;
-    igprof_live_insert_born(live_keys[t][i], &fake_nodes[t], (uint64_t) i, (int64_t) i * 3);
+    igprof_live_insert_born(live_keys[t][i], live_node(t, i), live_size(i), (int64_t) i * 3);
   }
   pthread_barrier_wait(&live_barrier);
   /* Remove the next thread's keys: every removal crosses threads. */
@@ -180,7 +191,7 @@ static void *live_worker(void *arg)
     uint64_t size;
     int64_t birth;
     if (i % 4 == 0) continue;
-    if (!igprof_live_remove_born(live_keys[v][i], &n, &size, &birth) || n != &fake_nodes[v] || size != (uint64_t) i
+    if (!igprof_live_remove_born(live_keys[v][i], &n, &size, &birth) || n != live_node(v, i) || size != live_size(i)
         || birth != (int64_t) i * 3)
       ++bad;
   }
@@ -215,7 +226,7 @@ static void test_live(void)
   }
   CHECK(bad == 0, "%ld removals did not find their record", bad);
   uint64_t want_count = (uint64_t) LIVE_THREADS * (LIVE_PER_THREAD / 4), want_size = 0;
-  for (int i = 0; i < LIVE_PER_THREAD; i += 4) want_size += (uint64_t) i * LIVE_THREADS;
+  for (int i = 0; i < LIVE_PER_THREAD; i += 4) want_size += live_size(i) * LIVE_THREADS;
   CHECK(igprof_live_count() == want_count, "live count %llu, want %llu",
         (unsigned long long) igprof_live_count(), (unsigned long long) want_count);
   struct live_sum s = {0, 0};
@@ -231,6 +242,21 @@ static void test_live(void)
   igprof_live_insert_born(live_keys[0][0], &fake_nodes[3], 999, 0);
   CHECK(igprof_live_remove(live_keys[0][0], &n, &size) && n == &fake_nodes[3] && size == 999, "replace");
   CHECK(igprof_live_count() == want_count - 1, "count after replace+remove");
+  /* A wide record replaced by a packed one and the other way round: the
+   * newer record is what a removal and the listing see. */
+  uint64_t big = (uint64_t) 1 << 40;
+  igprof_live_insert(live_keys[0][4], &odd_nodes.n[1], big);
+  igprof_live_insert(live_keys[0][4], &fake_nodes[2], 17);
+  igprof_live_insert(live_keys[0][8], &fake_nodes[2], 17);
+  igprof_live_insert(live_keys[0][8], &fake_nodes[1], big + 1);
+  s = (struct live_sum){0, 0};
+  igprof_live_foreach(live_visit, &s);
+  CHECK(s.count == want_count - 1 && s.size_sum == want_size - live_size(0) + (17 - live_size(4)) + (big + 1 - live_size(8)),
+        "after replacing: foreach saw %llu blocks / %llu bytes", (unsigned long long) s.count,
+        (unsigned long long) s.size_sum);
+  CHECK(igprof_live_remove(live_keys[0][4], &n, &size) && n == &fake_nodes[2] && size == 17, "wide -> packed");
+  CHECK(igprof_live_remove(live_keys[0][8], &n, &size) && n == &fake_nodes[1] && size == big + 1, "packed -> wide");
+  CHECK(!igprof_live_remove(live_keys[0][8], &n, &size), "wide record removed twice");
 }
 
 /* ---------------------------------------------------------------- */

@@ -17,11 +17,160 @@
 #define SHARD_COUNT (1u << SHARD_BITS)
 #define SHARD_INITIAL 64u
 
+/* An entry is two words, not three: the node and the size share one. A
+ * program with millions of small live blocks (python3 with
+ * PYTHONMALLOC=malloc: 2.5 million at its peak) spends most of the
+ * profiler's memory here. Nodes are cache-line aligned (arena.c) and lie
+ * below 2^48: the node's address over 64 takes the low NODE_BITS bits, the
+ * size the others. A record that does not fit (a block of SIZE_WIDE bytes
+ * or more, a node elsewhere: the tree's root) keeps SIZE_WIDE as its size
+ * and lives in full in the wide table below. */
+#if UINTPTR_MAX > 0xffffffffu
+#define NODE_BITS 42
+#else
+#define NODE_BITS 26
+#endif
+#define NODE_ALIGN_BITS 6
+_Static_assert(IGPROF_CACHE_LINE == 1 << NODE_ALIGN_BITS, "nodes are cache-line aligned");
+#define SIZE_WIDE ((UINT64_C(1) << (64 - NODE_BITS)) - 1)
+
 struct live_entry {
+  uintptr_t addr; /* 0 = empty */
+  uint64_t word;  /* packed (node, size) */
+};
+
+static inline int packable(const struct igprof_node *node, uint64_t size)
+{
+  uint64_t n = (uint64_t) (uintptr_t) node;
+  return size < SIZE_WIDE && (n & ((1u << NODE_ALIGN_BITS) - 1)) == 0 && n >> (NODE_BITS + NODE_ALIGN_BITS) == 0;
+}
+
+static inline uint64_t pack(const struct igprof_node *node, uint64_t size)
+{
+  return (uint64_t) (uintptr_t) node >> NODE_ALIGN_BITS | size << NODE_BITS;
+}
+
+static inline uint64_t word_size(uint64_t word) { return word >> NODE_BITS; }
+
+static inline struct igprof_node *word_node(uint64_t word)
+{
+  return (struct igprof_node *) (uintptr_t) ((word & ((UINT64_C(1) << NODE_BITS) - 1)) << NODE_ALIGN_BITS);
+}
+
+#define WORD_WIDE (SIZE_WIDE << NODE_BITS)
+
+/* The wide table: the full records of the few blocks whose entry says
+ * SIZE_WIDE (blocks of 4 MiB and more on 64-bit machines). One table behind
+ * one lock, always taken with the block's shard held (shard, then wide).
+ * Open addressing, linear probing, backward-shift deletion, as the shards. */
+struct wide_entry {
   uintptr_t addr; /* 0 = empty */
   struct igprof_node *node;
   uint64_t size;
 };
+
+static struct {
+  atomic_flag lock;
+  uint32_t mask, count; /* mask: capacity - 1, 0 before the first insert */
+  struct wide_entry *slots;
+} wide;
+
+#define WIDE_INITIAL 16u
+
+static inline uint32_t wide_home(uintptr_t addr, uint32_t mask)
+{
+  return (uint32_t) (((uint64_t) addr * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+}
+
+static inline int wide_lock(void)
+{
+  if (igprof_one_thread()) return 0;
+  igprof_spin_lock(&wide.lock);
+  return 1;
+}
+
+static inline void wide_unlock(int locked)
+{
+  if (locked) igprof_spin_unlock(&wide.lock);
+}
+
+/* The slot of addr, or of the empty slot that ends its probe run. */
+static uint32_t wide_slot(const struct wide_entry *slots, uint32_t mask, uintptr_t addr)
+{
+  uint32_t i = wide_home(addr, mask);
+  while (slots[i].addr && slots[i].addr != addr) i = (i + 1) & mask;
+  return i;
+}
+
+static int wide_grow(void)
+{
+  uint32_t cap = wide.mask ? (wide.mask + 1) * 2 : WIDE_INITIAL;
+  struct wide_entry *fresh = igprof_pages_alloc(sizeof *fresh * cap);
+  if (!fresh) return -1;
+  for (uint32_t i = 0; wide.mask && i <= wide.mask; ++i)
+    if (wide.slots[i].addr) fresh[wide_slot(fresh, cap - 1, wide.slots[i].addr)] = wide.slots[i];
+  if (wide.slots) igprof_pages_free(wide.slots, sizeof *wide.slots * (wide.mask + 1));
+  wide.slots = fresh;
+  wide.mask = cap - 1;
+  return 0;
+}
+
+/* Record (or replace) addr's full record. Returns -1 if no memory. */
+static int wide_put(uintptr_t addr, struct igprof_node *node, uint64_t size)
+{
+  int locked = wide_lock(), rc = 0;
+  if ((wide.count + 1) * 2 > wide.mask + 1 && wide_grow() != 0) {
+    rc = -1;
+  } else {
+    uint32_t i = wide_slot(wide.slots, wide.mask, addr);
+    if (!wide.slots[i].addr) wide.count++;
+    wide.slots[i] = (struct wide_entry){addr, node, size};
+  }
+  wide_unlock(locked);
+  return rc;
+}
+
+/* addr's full record, taken out of the table if `take`. */
+static int wide_get(uintptr_t addr, struct igprof_node **node, uint64_t *size, int take)
+{
+  int locked = wide_lock(), found = 0;
+  if (wide.mask) {
+    struct wide_entry *slots = wide.slots;
+    uint32_t mask = wide.mask, hole = wide_slot(slots, mask, addr);
+    if (slots[hole].addr) {
+      found = 1;
+      *node = slots[hole].node;
+      *size = slots[hole].size;
+    }
+    if (found && take) {
+      for (uint32_t j = hole;;) {
+        j = (j + 1) & mask;
+        if (!slots[j].addr) break;
+        uint32_t home = wide_home(slots[j].addr, mask);
+        if (hole <= j ? (home <= hole || home > j) : (home <= hole && home > j)) {
+          slots[hole] = slots[j];
+          hole = j;
+        }
+      }
+      slots[hole].addr = 0;
+      wide.count--;
+    }
+  }
+  wide_unlock(locked);
+  return found;
+}
+
+/* The record an entry stands for (its shard held). */
+static inline void entry_record(const struct live_entry *e, struct igprof_node **node, uint64_t *size, int take)
+{
+  if (IGPROF_LIKELY(e->word != WORD_WIDE)) {
+    *node = word_node(e->word);
+    *size = word_size(e->word);
+  } else if (!wide_get(e->addr, node, size, take)) {
+    *node = NULL; /* not reached: a wide entry's record is put first */
+    *size = 0;
+  }
+}
 
 /* With --lifetimes each block's allocation time sits in `births`, beside
  * `slots` (same index): without it, entries stay three words, so the
@@ -183,10 +332,22 @@ static inline __attribute__((always_inline)) void insert(uintptr_t addr, struct 
       probes = 0;
     }
   }
-  if (!s->slots[i].addr) s->count++;
   /* An address already present means its free was never seen (e.g. freed
    * through a path we do not hook): the newer block replaces it. */
-  s->slots[i] = (struct live_entry){addr, node, size};
+  uint64_t word;
+  if (IGPROF_LIKELY(packable(node, size))) {
+    word = pack(node, size);
+    if (IGPROF_UNLIKELY(s->slots[i].addr && s->slots[i].word == WORD_WIDE)) {
+      struct igprof_node *old_node;
+      uint64_t old_size;
+      wide_get(addr, &old_node, &old_size, 1);
+    }
+  } else {
+    word = WORD_WIDE;
+    if (wide_put(addr, node, size) != 0) { shard_unlock(s, locked); return; }
+  }
+  if (!s->slots[i].addr) s->count++;
+  s->slots[i] = (struct live_entry){addr, word};
   if (born) s->births[i] = birth;
   shard_unlock(s, locked);
 }
@@ -207,8 +368,7 @@ static inline __attribute__((always_inline)) int remove_entry(uintptr_t addr, st
    * the compiler, which would then read the shard's pointers again. */
   struct live_entry *slots = s->slots;
   int64_t *births = born ? s->births : NULL;
-  *node = slots[i].node;
-  *size = slots[i].size;
+  entry_record(&slots[i], node, size, 1);
   if (born) *birth = births[i];
   /* Backward-shift deletion: pull later members of the probe run into the
    * hole when their home slot does not lie cyclically within (hole, j]. */
@@ -267,7 +427,12 @@ void igprof_live_foreach(void (*fn)(void *arg, uintptr_t addr, struct igprof_nod
     lock_always(s);
     if (s->count)
       for (uint32_t i = 0; i <= s->mask; ++i)
-        if (s->slots[i].addr) fn(arg, s->slots[i].addr, s->slots[i].node, s->slots[i].size);
+        if (s->slots[i].addr) {
+          struct igprof_node *node;
+          uint64_t size;
+          entry_record(&s->slots[i], &node, &size, 0);
+          fn(arg, s->slots[i].addr, node, size);
+        }
     unlock_always(s);
   }
 }
@@ -282,10 +447,12 @@ uint64_t igprof_live_count(void)
 void igprof_live_fork_prepare(void)
 {
   for (unsigned k = 0; k < SHARD_COUNT; ++k) lock_always(&shards[k]);
+  igprof_spin_lock(&wide.lock);
 }
 
 void igprof_live_fork_parent(void)
 {
+  igprof_spin_unlock(&wide.lock);
   for (unsigned k = 0; k < SHARD_COUNT; ++k) unlock_always(&shards[k]);
 }
 
@@ -302,4 +469,8 @@ void igprof_live_fork_child(void)
     s->count = 0;
     unlock_always(s);
   }
+  if (wide.slots) igprof_pages_free(wide.slots, sizeof *wide.slots * (wide.mask + 1));
+  wide.slots = NULL;
+  wide.mask = wide.count = 0;
+  igprof_spin_unlock(&wide.lock);
 }
