@@ -22,8 +22,8 @@ int igprof_walk_fast_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *t
     __attribute__((weak));
 int igprof_walk_fast_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated)
     __attribute__((weak));
-int igprof_walk_fast_from_frame(uintptr_t *pcs, int max, void *caller_ret, const void *frame,
-                                int *truncated) __attribute__((weak));
+int igprof_walk_fast_from_hook_frame(uintptr_t *pcs, int max, void *caller_ret, const void *frame,
+                                     int *truncated) __attribute__((weak));
 void igprof_walk_fast_stats(struct walk_fast_stats *out) __attribute__((weak));
 void igprof_walk_fast_init(void) __attribute__((weak));
 void igprof_walk_fast_thread_init(void) __attribute__((weak));
@@ -148,10 +148,8 @@ int igprof_walk_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *trunca
 int igprof_walk_from_hook_frame(uintptr_t *pcs, int max, void *caller_ret, const void *frame,
                                 int *truncated)
 {
-  if (method == WALK_FAST && frame && igprof_walk_fast_from_frame) {
-    int n = igprof_walk_fast_from_frame(pcs, max, caller_ret, frame, truncated);
-    if (n >= 0) return n;
-  }
+  if (method == WALK_FAST && igprof_walk_fast_from_hook_frame)
+    return igprof_walk_fast_from_hook_frame(pcs, max, caller_ret, frame, truncated);
   return igprof_walk_from_hook(pcs, max, caller_ret, truncated);
 }
 
