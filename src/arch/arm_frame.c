@@ -20,6 +20,7 @@
 #include <libunwind.h>
 
 #include "arm_ehabi.h"
+#include "arm_prologue.h"
 
 /* FRAME_REGS_HERE stores at these offsets. */
 _Static_assert(offsetof(struct frame_regs, pc) == 0 && offsetof(struct frame_regs, sp) == 4 &&
@@ -140,11 +141,14 @@ struct frame_recipe frame_ehabi_recipe(const struct ehabi_table *t, uintptr_t pc
   const uint32_t *entry = ehabi_find(t, pc);
   if (!entry)
     return rc;
-  if (pc == ehabi_prel31(entry) && entry[1] != 1) {
+  uintptr_t start = ehabi_prel31(entry);
+  if (entry[1] != 1 && (pc == start || (pc % 2 == 0 && pc > start && arm_function_entry(start, pc)))) {
     /* An interrupted PC on a function's first instruction (a return
      * address less 1 is odd, a function's start even): nothing is pushed
      * yet, the return address is in lr. qemu-user delivers signals at the
-     * start of a translated block, often a function's entry. */
+     * start of a translated block, often a function's entry. The entry's
+     * start, or a function after it that the linker's merged entry covers
+     * (glibc's pthread_join helpers share one): its code says so. */
     rc.kind = FRAME_CFA_SP;
     rc.flags = FRAME_RA_IN_LR;
     return rc;

@@ -603,3 +603,38 @@ int arm_call_target(uintptr_t ra, uintptr_t *target) {
   }
   return 0;
 }
+
+/* Whether [at, at + 2) (Thumb) ends the code before it: a return, an
+ * unconditional branch (a tail call), or the second half of pop.w {..., pc}
+ * or b.w, with [lo, at + 2) readable. */
+static int thumb_ends_before(uintptr_t lo, uintptr_t at) {
+  uint32_t h = rd16(NULL, at);
+  if (h == 0x4770 || (h & 0xff00) == 0xbd00 || (h & 0xf800) == 0xe000)
+    return 1; /* bx lr, pop {..., pc}, b.n */
+  if (at < lo + 2)
+    return 0;
+  uint32_t h1 = rd16(NULL, at - 2);
+  return (h1 == 0xe8bd && (h & 0x8000)) || ((h1 & 0xf800) == 0xf000 && (h & 0xd000) == 0x9000);
+}
+
+int arm_function_entry(uintptr_t lo, uintptr_t pc) {
+  /* Thumb: push {..., lr} / push.w / str.w lr, [sp, #-4]! after the end of
+   * the code before it, nop padding between. */
+  if (pc >= lo + 2 && thumb_saves_lr(NULL, pc, pc + 4)) {
+    uintptr_t p = pc - 2;
+    for (int pad = 0; pad < 3 && p >= lo + 2 && (rd16(NULL, p) == 0xbf00 || rd16(NULL, p) == 0x46c0); pad++)
+      p -= 2;
+    if (thumb_ends_before(lo, p))
+      return 1;
+  }
+  /* A32: stmdb sp!, {..., lr} / str lr, [sp, #-4]! after a return or b. */
+  if (pc % 4 == 0 && pc >= lo + 4 && a32_saves_lr(rd32(NULL, pc))) {
+    uintptr_t p = pc - 4;
+    for (int pad = 0; pad < 3 && p >= lo + 4 && (rd32(NULL, p) == 0xe320f000 || rd32(NULL, p) == 0xe1a00000); pad++)
+      p -= 4;
+    uint32_t w = rd32(NULL, p);
+    if (a32_returns(w) || (w & 0xff000000) == 0xea000000)
+      return 1;
+  }
+  return 0;
+}

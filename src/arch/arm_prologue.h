@@ -66,6 +66,16 @@ enum arm_prologue_result arm_prologue_read(uintptr_t lo, uintptr_t end, int thum
                                            const struct arm_code_patch *patch, size_t npatch,
                                            struct arm_prologue *out);
 
+/* Whether the code at `pc` (no Thumb bit) is a function's first
+ * instruction as its code shows it: an instruction that saves lr right
+ * after the end of the code before it (a return, an unconditional branch;
+ * nop padding between), Thumb or A32. An EHABI entry describes its
+ * function after the prologue; the linker merges adjacent entries that
+ * unwind alike, so one entry may also cover the next function, whose first
+ * instruction it then describes as a body. [lo, pc + 2) must be readable
+ * (and pc + 4 when the halfword at pc begins a 32-bit instruction). */
+int arm_function_entry(uintptr_t lo, uintptr_t pc);
+
 /* Whether the code before the return address `ra` (with its Thumb bit, as
  * the call left it in lr) is a call: Thumb bl/blx imm ending at ra or blx
  * rN; A32 bl, blx imm or blx rN at ra - 4. [ra - 4, ra) must be readable. */

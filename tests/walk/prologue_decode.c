@@ -139,6 +139,25 @@ int main(void) {
   check_patched("a32 push under a hook's jump", p2, 12, 0, &pw2, 1, ARM_PROLOGUE_OK, 32, -4, -8, none);
   check("a32 push under a hook's jump, unread", p2, 12, 0, ARM_PROLOGUE_LEAF, 0, 0, 0, 0);
 
+  /* A function's first instruction as the code shows it (an EHABI entry
+   * merged over two functions describes the second's first as a body). */
+  static const uint16_t e1[] = {0xbd10, 0xb510, 0xb082};               /* pop {r4, pc}; push {r4, lr} */
+  static const uint16_t e2[] = {0x4770, 0xbf00, 0xb580, 0xaf00};       /* bx lr; nop; push {r7, lr} */
+  static const uint16_t e3[] = {0xe8bd, 0x8010, 0xe92d, 0x4ff0, 0};    /* pop.w {r4, pc}; push.w {r4-r11, lr} */
+  static const uint16_t e4[] = {0xf7ff, 0xbffe, 0xb510, 0};            /* b.w; push {r4, lr} */
+  static const uint16_t e5[] = {0x2001, 0xb510, 0};                    /* movs; push {r4, lr}: not after an end */
+  static const uint16_t e6[] = {0xbd10, 0xb082, 0};                    /* pop {r4, pc}; sub sp: lr not saved */
+  static const uint32_t e7[] = {0xe12fff1e, 0xe92d4010, 0};            /* bx lr; push {r4, lr} */
+  static const uint32_t e8[] = {0xe8bd8010, 0xe320f000, 0xe52de004, 0}; /* pop {r4, pc}; nop; str lr, [sp, #-4]! */
+  static const uint32_t e9[] = {0xe3a00001, 0xe92d4010, 0};            /* mov; push {r4, lr} */
+#define ENTRY(code, at) arm_function_entry((uintptr_t)(code), (uintptr_t)(code) + (at))
+  int entries = ENTRY(e1, 2) && !ENTRY(e1, 4) && ENTRY(e2, 4) && ENTRY(e3, 4) && ENTRY(e4, 4) && !ENTRY(e5, 2) &&
+                !ENTRY(e6, 2) && ENTRY(e7, 4) && ENTRY(e8, 8) && !ENTRY(e9, 4) && !ENTRY(e1 + 1, 0);
+#undef ENTRY
+  printf("%s function entries: after pop/bx lr/pop.w/b.w (nop padding), not after other code or without lr saved\n",
+         entries ? "ok" : "FAIL");
+  failures += !entries;
+
   /* Calls before a return address. */
   static const uint16_t c1[] = {0xf000, 0xf802, 0x2001, 0x4798, 0x2001};
   uintptr_t base = (uintptr_t)c1, target = 0;

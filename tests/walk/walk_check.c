@@ -19,6 +19,9 @@
 
 #include "walk_fast.h"
 #include "../../src/arch/frame.h"
+#if defined(__arm__)
+#include "../../src/arch/arm_prologue.h"
+#endif
 
 #define MAX_FRAMES 1024
 #define KEEP_MISMATCHES 4
@@ -423,7 +426,9 @@ extern uintptr_t __gnu_Unwind_Find_exidx(uintptr_t pc, int *count);
 /* Whether the EHABI table does not describe an interrupted pc: no entry
  * covers it (no index, or pc below its first entry, where the linkers put
  * the PLT), or pc is its function's first instruction (the entry
- * describes the body, after the prologue's pushes). */
+ * describes the body, after the prologue's pushes): the entry's start, or
+ * a function's first instruction as its code shows it in an entry the
+ * linker merged over two functions (arm_function_entry). */
 static int table_not_yet(uintptr_t pc) {
   int count = 0;
   const uint32_t *e = (const uint32_t *)__gnu_Unwind_Find_exidx(pc, &count);
@@ -441,7 +446,7 @@ static int table_not_yet(uintptr_t pc) {
       hi = mid;
     }
   }
-  return start == 0 || start == pc;
+  return start == 0 || start == pc || (pc > start && arm_function_entry(start, pc));
 }
 
 /* Whether the EHABI table says code at pc cannot be unwound: its entry is
