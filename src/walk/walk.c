@@ -124,10 +124,8 @@ int igprof_walk_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *trunca
 int igprof_walk_from_hook_frame(uintptr_t *pcs, int max, void *caller_ret, const void *frame,
                                 int *truncated)
 {
-  if (method == WALK_FAST && frame) {
-    int n = igprof_walk_fast_from_frame(pcs, max, caller_ret, frame, truncated);
-    if (n >= 0) return n;
-  }
+  if (method == WALK_FAST)
+    return igprof_walk_fast_from_hook_frame(pcs, max, caller_ret, frame, truncated);
   return igprof_walk_from_hook(pcs, max, caller_ret, truncated);
 }
 

@@ -2120,6 +2120,22 @@ int igprof_walk_fast_from_frame(uintptr_t *pcs, int max, void *caller_ret, const
 #endif
 }
 
+/* walk.h's igprof_walk_from_hook_frame: from the record where it vouches
+ * for the caller and gives its stack pointer, else from the hook. Both are
+ * tail calls: the hook's walk keeps nothing of this frame (a fallback
+ * after igprof_walk_fast_from_frame's refusal would save the arguments). */
+int igprof_walk_fast_from_hook_frame(uintptr_t *pcs, int max, void *caller_ret, const void *frame,
+                                     int *truncated) {
+#if FRAME_RECORD_AT_FP && defined(FRAME_RECORD_CALLER_SP)
+  const uintptr_t *f = frame;
+  if (f && frame_code_address(f[FRAME_RECORD_RA]) == (uintptr_t)caller_ret)
+    return walk_from_record(f, pcs, max, caller_ret, truncated);
+#else
+  (void)frame;
+#endif
+  return igprof_walk_fast_from_hook(pcs, max, caller_ret, truncated);
+}
+
 int igprof_walk_fast_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated) {
   struct walk w;
   walk_init(&w, 1, uc);

@@ -26,6 +26,10 @@ int igprof_walk_fast_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, 
  * address] or frame[1] is not caller_ret; the caller then walks from the hook. */
 int igprof_walk_fast_from_frame(uintptr_t *pcs, int max, void *caller_ret, const void *frame,
                                 int *truncated);
+/* igprof_walk_from_hook_frame's contract (walk.h): from the frame record
+ * where it may, else from the hook. */
+int igprof_walk_fast_from_hook_frame(uintptr_t *pcs, int max, void *caller_ret, const void *frame,
+                                     int *truncated);
 
 /* Outside signal context. init builds the table of loaded modules;
  * modules_changed (after dlopen/dlclose) adds the new ones and retires
