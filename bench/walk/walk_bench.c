@@ -27,7 +27,8 @@ static int CALLS = 20000;
 
 enum method { FAST, UNW_BACKTRACE, GLIBC_BACKTRACE, NMETHODS, NO_CAPTURE = NMETHODS };
 
-static double now_ns(void) {
+static double now_ns(void)
+{
   struct timespec ts;
   /* CPU time of this thread: the machine is shared, and wall time would
    * count the moments another process had the core. */
@@ -35,7 +36,8 @@ static double now_ns(void) {
   return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b) {
+static int cmp_double(const void *a, const void *b)
+{
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
@@ -50,7 +52,8 @@ struct result {
  * record to the fast walker, which starts at the caller from there. */
 static int last_frames;
 
-__attribute__((noinline, optimize("no-omit-frame-pointer"))) static int capture(enum method m) {
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) static int capture(enum method m)
+{
   static uintptr_t pcs[MAX_FRAMES];
   void *buf[MAX_FRAMES];
   int truncated;
@@ -70,7 +73,8 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) static int capture(
 
 /* Methods alternate batch by batch, so a change in machine load hits all
  * of them alike; each figure is the median batch. */
-__attribute__((noinline)) static void measure(struct result *r) {
+__attribute__((noinline)) static void measure(struct result *r)
+{
   double batch[NMETHODS][REPS];
   for (int m = 0; m < NMETHODS; m++)
     r->frames[m] = capture((enum method)m); /* warm caches and lazy binding */
@@ -89,7 +93,8 @@ __attribute__((noinline)) static void measure(struct result *r) {
 }
 
 /* Recursion with a frame that the optimiser cannot fold away. */
-__attribute__((noinline)) static int descend(int n, struct result *r) {
+__attribute__((noinline)) static int descend(int n, struct result *r)
+{
   volatile int pad = n;
   if (n <= 0) {
     measure(r);
@@ -103,14 +108,16 @@ __attribute__((noinline)) static int descend(int n, struct result *r) {
  * chains of the same depth (different functions, different frame shapes),
  * so no walk can reuse the previous one's frames except the few outermost.
  * The time of descending the chains without capturing is subtracted. */
-__attribute__((noinline)) static int chain_a(int n, enum method m) {
+__attribute__((noinline)) static int chain_a(int n, enum method m)
+{
   volatile int pad = n;
   if (n <= 0)
     return capture(m);
   return chain_a(n - 1, m) + pad;
 }
 
-__attribute__((noinline)) static int chain_b(int n, enum method m) {
+__attribute__((noinline)) static int chain_b(int n, enum method m)
+{
   volatile long pad[4] = {n, n, n, n};
   if (n <= 0)
     return capture(m);
@@ -125,7 +132,8 @@ __attribute__((noinline)) static int chain_b(int n, enum method m) {
  * records of, each walk steps every frame of the chain. */
 #define SHIFTS 64
 
-__attribute__((noinline)) static int shifted(int n, enum method m, int k) {
+__attribute__((noinline)) static int shifted(int n, enum method m, int k)
+{
   volatile char *block = alloca(16 * (size_t)(k + 1));
   block[0] = (char)k;
   return chain_a(n - 1, m) + block[0];
@@ -133,7 +141,8 @@ __attribute__((noinline)) static int shifted(int n, enum method m, int k) {
 
 enum scenario { ALTERNATING, SHIFTED };
 
-static double time_scenario(enum scenario sc, int n, enum method m) {
+static double time_scenario(enum scenario sc, int n, enum method m)
+{
   double t0 = now_ns();
   for (int i = 0; i < CALLS; i++) {
     if (sc == SHIFTED)
@@ -145,7 +154,8 @@ static double time_scenario(enum scenario sc, int n, enum method m) {
 }
 
 __attribute__((noinline)) static void measure_scenario(enum scenario sc, int depth,
-                                                       struct result *r) {
+                                                       struct result *r)
+{
   double batch[NMETHODS + 1][REPS];
   int n = depth - 5; /* main, libc start x2, _start, this function */
   for (int m = 0; m < NMETHODS; m++) {
@@ -164,7 +174,8 @@ __attribute__((noinline)) static void measure_scenario(enum scenario sc, int dep
     r->ns[m] = batch[m][REPS / 2] - batch[NO_CAPTURE][REPS / 2];
 }
 
-static void print_row(int depth, const struct result *r) {
+static void print_row(int depth, const struct result *r)
+{
   printf("| %d (fast %d, unw %d, glibc %d) | %.0f | %.0f | %.0f | %.1fx | %.1fx |\n", depth,
          r->frames[FAST], r->frames[UNW_BACKTRACE], r->frames[GLIBC_BACKTRACE], r->ns[FAST],
          r->ns[UNW_BACKTRACE], r->ns[GLIBC_BACKTRACE], r->ns[UNW_BACKTRACE] / r->ns[FAST],
@@ -175,7 +186,8 @@ static const char table_head[] =
     "| stack depth (frames) | fast walker ns | unw_backtrace ns | glibc backtrace ns | "
     "unw_backtrace / fast | backtrace / fast |\n|---|---|---|---|---|---|\n";
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
   int depths_default[] = {10, 30, 100};
   int ndepths = argc > 1 ? argc - 1 : 3;
   if (getenv("WALK_BENCH_CALLS") && atoi(getenv("WALK_BENCH_CALLS")) > 0)

@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "../profiler/dump_format.h"
+#include "../common/dump_format.h"
 #include "util.h"
 
 /* One FN definition of the current dump, after symbolisation and renaming. */
@@ -432,22 +432,11 @@ static char *field_end(char *p, const char *after)
   return NULL;
 }
 
-/* Undo the dump's percent escape in place (dump_format.h). "%00" stays
- * literal so that names remain NUL-terminated strings. */
+/* Undo the dump's percent escape in place (igprof_name_unescape) and
+ * terminate the name. */
 static size_t decode_name(char *s, size_t len)
 {
-  size_t o = 0;
-  for (size_t i = 0; i < len; ++i) {
-    int hi, lo;
-    if (s[i] == '%' && i + 2 < len
-        && (hi = igprof_hex_digit_value((unsigned char) s[i + 1])) >= 0
-        && (lo = igprof_hex_digit_value((unsigned char) s[i + 2])) >= 0 && (hi | lo)) {
-      s[o++] = (char) (hi << 4 | lo);
-      i += 2;
-    } else {
-      s[o++] = s[i];
-    }
-  }
+  size_t o = igprof_name_unescape(s, len);
   s[o] = 0;
   return o;
 }

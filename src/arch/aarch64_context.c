@@ -5,7 +5,8 @@
 
 uintptr_t context_pc(const ucontext_t *uc) { return (uintptr_t)uc->uc_mcontext.pc; }
 
-int context_at_syscall(const ucontext_t *uc) {
+int context_at_syscall(const ucontext_t *uc)
+{
   const uint32_t *pc = (const uint32_t *)context_pc(uc);
   if (pc[0] == 0xd4000001u) /* svc #0, to be restarted */
     return 1;

@@ -23,14 +23,16 @@ const struct frame_arch frame_arch = {
                  .flags = FRAME_FP_SAVED},
 };
 
-void frame_regs_from_ucontext(struct frame_regs *r, const ucontext_t *uc) {
+void frame_regs_from_ucontext(struct frame_regs *r, const ucontext_t *uc)
+{
   r->pc = (uintptr_t)uc->uc_mcontext.pc;
   r->sp = (uintptr_t)uc->uc_mcontext.sp;
   r->fp = (uintptr_t)uc->uc_mcontext.regs[29];
   r->lr = (uintptr_t)uc->uc_mcontext.regs[30];
 }
 
-int frame_regs_from_signal_frame(struct frame_regs *r, uintptr_t lo, uintptr_t hi) {
+int frame_regs_from_signal_frame(struct frame_regs *r, uintptr_t lo, uintptr_t hi)
+{
   /* Linux's (and qemu's) struct rt_sigframe { siginfo_t info; ucontext_t
    * uc; } at the stack pointer the handler was entered with, which is the
    * trampoline frame's; the context's layout is glibc's ucontext_t. */
@@ -43,14 +45,16 @@ int frame_regs_from_signal_frame(struct frame_regs *r, uintptr_t lo, uintptr_t h
   return 1;
 }
 
-void frame_regs_to_ucontext(ucontext_t *uc, const struct frame_regs *r) {
+void frame_regs_to_ucontext(ucontext_t *uc, const struct frame_regs *r)
+{
   uc->uc_mcontext.pc = r->pc;
   uc->uc_mcontext.sp = r->sp;
   uc->uc_mcontext.regs[29] = r->fp;
   uc->uc_mcontext.regs[30] = r->lr;
 }
 
-int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor) {
+int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor)
+{
   unw_cursor_t *c = unw_cursor;
   unw_word_t pc, sp, fp, lr;
   if (unw_get_reg(c, UNW_REG_IP, &pc) < 0 || unw_get_reg(c, UNW_REG_SP, &sp) < 0 ||
@@ -68,7 +72,8 @@ int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor) {
   return 1;
 }
 
-int frame_code_is_sigreturn(uintptr_t pc) {
+int frame_code_is_sigreturn(uintptr_t pc)
+{
   /* The kernel's (vDSO) and glibc's __default_rt_sa_restorer:
    * mov x8, #139 (rt_sigreturn); svc #0 */
   static const uint32_t seq[2] = {0xd2801168u, 0xd4000001u};
@@ -76,7 +81,8 @@ int frame_code_is_sigreturn(uintptr_t pc) {
   return (pc & 3) == 0 && code[0] == seq[0] && code[1] == seq[1];
 }
 
-int frame_is_sigreturn(uintptr_t pc) {
+int frame_is_sigreturn(uintptr_t pc)
+{
   return (pc & 3) == 0 && frame_memory_mapped(pc, FRAME_SIGRETURN_LEN) &&
          frame_code_is_sigreturn(pc);
 }

@@ -21,7 +21,7 @@ uintptr_t context_pc(const ucontext_t *uc);
  * never across the start of the PC's page. */
 int context_at_syscall(const ucontext_t *uc);
 
-/* The private libunwind's unw_getcontext (src/profiler/unwind_private.c).
+/* The private libunwind's unw_getcontext (src/walk/unwind_private.c).
  * unw_getcontext records its caller's registers, so its forwarder must not
  * have a frame of its own: each architecture's file defines libunwind's
  * getcontext entry point (hidden) as a bare indirect jump through this

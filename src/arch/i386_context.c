@@ -10,11 +10,13 @@ uintptr_t context_pc(const ucontext_t *uc) { return (uintptr_t)uc->uc_mcontext.g
 /* glibc enters the kernel through the vDSO's __kernel_vsyscall (sysenter,
  * with int $0x80 after it as the return and restart point) or with int $0x80
  * itself; a thread stopped in a system call is at, or just after, one. */
-static int is_syscall_insn(const unsigned char *p) {
+static int is_syscall_insn(const unsigned char *p)
+{
   return (p[0] == 0xcd && p[1] == 0x80) || (p[0] == 0x0f && p[1] == 0x34);
 }
 
-int context_at_syscall(const ucontext_t *uc) {
+int context_at_syscall(const ucontext_t *uc)
+{
   const unsigned char *pc = (const unsigned char *)context_pc(uc);
   if (((uintptr_t)pc & 4095) <= 4094 && is_syscall_insn(pc)) /* to be restarted */
     return 1;

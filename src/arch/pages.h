@@ -1,6 +1,6 @@
 /* Whether memory is mapped, asked of the kernel without touching it: for the
  * walker's checks of addresses it is about to read and for the private
- * libunwind's address checks (src/profiler/unwind_private.c). Not machine
+ * libunwind's address checks (src/walk/unwind_private.c). Not machine
  * knowledge, but used by every architecture's frame file.
  *
  * mincore fails with ENOMEM for an unmapped page; it is a plain system call,
@@ -19,7 +19,8 @@
 
 /* 1 if every page of [addr, addr + len) is mapped, else 0 (also for an
  * empty or wrapping range). */
-static inline int frame_memory_mapped(uintptr_t addr, uintptr_t len) {
+static inline int frame_memory_mapped(uintptr_t addr, uintptr_t len)
+{
   const uintptr_t page = 4096;
   if (len == 0 || addr + len < addr)
     return 0;

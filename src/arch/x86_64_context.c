@@ -7,7 +7,8 @@
 
 uintptr_t context_pc(const ucontext_t *uc) { return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP]; }
 
-int context_at_syscall(const ucontext_t *uc) {
+int context_at_syscall(const ucontext_t *uc)
+{
   const unsigned char *pc = (const unsigned char *)context_pc(uc);
   if (pc[0] == 0x0f && pc[1] == 0x05) /* syscall, to be restarted */
     return 1;

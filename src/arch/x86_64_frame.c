@@ -23,24 +23,28 @@ const struct frame_arch frame_arch = {
                  .flags = FRAME_FP_SAVED},
 };
 
-void frame_regs_from_ucontext(struct frame_regs *r, const ucontext_t *uc) {
+void frame_regs_from_ucontext(struct frame_regs *r, const ucontext_t *uc)
+{
   r->pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
   r->sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
   r->fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
 }
 
-int frame_regs_from_signal_frame(struct frame_regs *r, uintptr_t lo, uintptr_t hi) {
+int frame_regs_from_signal_frame(struct frame_regs *r, uintptr_t lo, uintptr_t hi)
+{
   (void)r, (void)lo, (void)hi;
   return 0; /* libunwind steps glibc's __restore_rt, described by its CFI */
 }
 
-void frame_regs_to_ucontext(ucontext_t *uc, const struct frame_regs *r) {
+void frame_regs_to_ucontext(ucontext_t *uc, const struct frame_regs *r)
+{
   uc->uc_mcontext.gregs[REG_RIP] = (greg_t)r->pc;
   uc->uc_mcontext.gregs[REG_RSP] = (greg_t)r->sp;
   uc->uc_mcontext.gregs[REG_RBP] = (greg_t)r->fp;
 }
 
-int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor) {
+int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor)
+{
   unw_cursor_t *c = unw_cursor;
   unw_word_t pc, sp, fp;
   if (unw_get_reg(c, UNW_REG_IP, &pc) < 0 || unw_get_reg(c, UNW_REG_SP, &sp) < 0 ||
@@ -52,7 +56,8 @@ int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor) {
   return 1;
 }
 
-int frame_code_is_sigreturn(uintptr_t pc) {
+int frame_code_is_sigreturn(uintptr_t pc)
+{
   /* glibc's __restore_rt: mov $15 (rt_sigreturn), %rax; syscall */
   static const unsigned char seq[FRAME_SIGRETURN_LEN] = {0x48, 0xc7, 0xc0, 0x0f, 0x00,
                                                          0x00, 0x00, 0x0f, 0x05};
@@ -63,6 +68,7 @@ int frame_code_is_sigreturn(uintptr_t pc) {
   return 1;
 }
 
-int frame_is_sigreturn(uintptr_t pc) {
+int frame_is_sigreturn(uintptr_t pc)
+{
   return frame_memory_mapped(pc, FRAME_SIGRETURN_LEN) && frame_code_is_sigreturn(pc);
 }

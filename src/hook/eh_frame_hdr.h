@@ -4,7 +4,7 @@
  * Two parts of the project look things up in a loaded module's unwind
  * search table: the hook engine (a function's extent from its FDE,
  * unwind_extent.c) and the fast stack walker (the FDE of a PC,
- * src/profiler/eh_frame.c). Both read it through this header.
+ * src/walk/eh_frame.c). Both read it through this header.
  *
  * Every read is bounded: a cursor carries the end of the memory it may read
  * and sets `bad` instead of reading past it. Nothing here allocates, locks
@@ -31,7 +31,8 @@ struct ehdr_reader {
   int bad;
 };
 
-static inline int ehdr_has(struct ehdr_reader *r, size_t n) {
+static inline int ehdr_has(struct ehdr_reader *r, size_t n)
+{
   if (r->bad || (size_t)(r->end - r->p) < n) {
     r->bad = 1;
     return 0;
@@ -40,7 +41,8 @@ static inline int ehdr_has(struct ehdr_reader *r, size_t n) {
 }
 
 /* An n-byte (n <= 8) unsigned or, with `sign`, sign-extended value. */
-static inline uint64_t ehdr_read_fixed(struct ehdr_reader *r, size_t n, int sign) {
+static inline uint64_t ehdr_read_fixed(struct ehdr_reader *r, size_t n, int sign)
+{
   uint64_t v = 0;
   if (!ehdr_has(r, n))
     return 0;
@@ -51,7 +53,8 @@ static inline uint64_t ehdr_read_fixed(struct ehdr_reader *r, size_t n, int sign
   return v;
 }
 
-static inline uint64_t ehdr_read_uleb(struct ehdr_reader *r) {
+static inline uint64_t ehdr_read_uleb(struct ehdr_reader *r)
+{
   uint64_t v = 0;
   for (unsigned shift = 0;; shift += 7) {
     uint8_t b = (uint8_t)ehdr_read_fixed(r, 1, 0);
@@ -64,7 +67,8 @@ static inline uint64_t ehdr_read_uleb(struct ehdr_reader *r) {
   }
 }
 
-static inline int64_t ehdr_read_sleb(struct ehdr_reader *r) {
+static inline int64_t ehdr_read_sleb(struct ehdr_reader *r)
+{
   uint64_t v = 0;
   unsigned shift = 0;
   uint8_t b;
@@ -85,7 +89,8 @@ static inline int64_t ehdr_read_sleb(struct ehdr_reader *r) {
  * base of PE_datarel values (the .eh_frame_hdr start); the PC-relative base
  * is the field's own address. Indirect pointers are returned
  * undereferenced: no user needs their targets. */
-static inline uintptr_t ehdr_read_encoded(struct ehdr_reader *r, uint8_t enc, uintptr_t datarel) {
+static inline uintptr_t ehdr_read_encoded(struct ehdr_reader *r, uint8_t enc, uintptr_t datarel)
+{
   uintptr_t field = (uintptr_t)r->p;
   uint64_t v;
   if (enc == PE_omit)
@@ -129,7 +134,8 @@ enum ehdr_status {
 };
 
 /* Parse the header at `hdr`, which may be read up to `end`. */
-static inline enum ehdr_status ehdr_open(const void *hdr, const void *end, struct ehdr_table *t) {
+static inline enum ehdr_status ehdr_open(const void *hdr, const void *end, struct ehdr_table *t)
+{
   struct ehdr_reader r = {hdr, end, 0};
   uintptr_t datarel = (uintptr_t)hdr;
   uint8_t version = (uint8_t)ehdr_read_fixed(&r, 1, 0);
@@ -154,7 +160,8 @@ static inline enum ehdr_status ehdr_open(const void *hdr, const void *end, struc
 
 /* Size of one field of the search table; 0 for a variable-size encoding,
  * which cannot be binary-searched (no linker writes one). */
-static inline size_t ehdr_field_size(uint8_t enc) {
+static inline size_t ehdr_field_size(uint8_t enc)
+{
   switch (enc & 0x0f) {
   case PE_udata2: case PE_sdata2: return 2;
   case PE_udata4: case PE_sdata4: return 4;
@@ -166,7 +173,8 @@ static inline size_t ehdr_field_size(uint8_t enc) {
 
 /* Whether the table can be searched: fixed-size fields, and every entry
  * before the reader's end. */
-static inline int ehdr_searchable(const struct ehdr_table *t) {
+static inline int ehdr_searchable(const struct ehdr_table *t)
+{
   size_t field = ehdr_field_size(t->enc);
   return field != 0 && t->count <= (uint64_t)(t->entries.end - t->entries.p) / (2 * field);
 }
@@ -174,7 +182,8 @@ static inline int ehdr_searchable(const struct ehdr_table *t) {
 /* Entry i of a searchable table: its initial location and FDE address.
  * Returns 0, or -1 when the entry cannot be read. */
 static inline int ehdr_entry(const struct ehdr_table *t, uint64_t i, uintptr_t *location,
-                             uintptr_t *fde) {
+                             uintptr_t *fde)
+{
   size_t field = ehdr_field_size(t->enc);
   struct ehdr_reader e = {t->entries.p + i * 2 * field, t->entries.end, 0};
   *location = ehdr_read_encoded(&e, t->enc, t->hdr);
@@ -184,7 +193,8 @@ static inline int ehdr_entry(const struct ehdr_table *t, uint64_t i, uintptr_t *
 
 /* Index of the last entry of a searchable, non-empty table whose initial
  * location is <= addr (0 if none is). */
-static inline uint64_t ehdr_below(const struct ehdr_table *t, uintptr_t addr) {
+static inline uint64_t ehdr_below(const struct ehdr_table *t, uintptr_t addr)
+{
   size_t field = ehdr_field_size(t->enc);
   uint64_t lo = 0, hi = t->count;
   while (hi - lo > 1) {

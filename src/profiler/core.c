@@ -1,8 +1,8 @@
 /* Start-up, configuration and the module registry of libigprof.so.
  *
  * The constructor reads $IGPROF, decides whether this process is profiled
- * (-t), starts the enabled modules, then installs the process-level safety
- * hooks (safety.c, signals.c). Nothing is hooked in a process that is not
+ * (-t), starts the enabled modules, then installs the process-lifecycle
+ * hooks (lifecycle.c, signals.c). Nothing is hooked in a process that is not
  * profiled, so `igprof -t foo make` costs the other processes only this
  * library's loading.
  */
@@ -69,8 +69,6 @@ int igprof_is_own_process(void)
 /* ---------------------------------------------------------------- */
 /* Per-thread buffers                                                */
 /* ---------------------------------------------------------------- */
-
-int igprof_walk_slack(void);
 
 int igprof_thread_prepare(void)
 {
@@ -200,7 +198,6 @@ static int core_option(const struct igprof_token *t, char *err, size_t errlen)
     if (strcmp(t->value, "fast") == 0) c->unwind_method = WALK_FAST;
     else if (strcmp(t->value, "libunwind") == 0) c->unwind_method = WALK_LIBUNWIND;
     else { igprof_format(err, errlen, "igprof:unwind must be fast or libunwind"); return -1; }
-    c->unwind_explicit = 1;
     return 0;
   }
   igprof_format(err, errlen, "unknown option 'igprof:%s%s'", t->key, t->has_value ? "=..." : "");
@@ -237,8 +234,29 @@ static void read_identity(void)
   if (!getcwd(igprof_state.start_dir, sizeof igprof_state.start_dir)) igprof_state.start_dir[0] = 0;
 }
 
-int igprof_safety_start(void);
-int igprof_trace_configure(void); /* trace.c: $IGTRACE; 1 if this process traces */
+/* Does a module's own environment variable ($IGTRACE) ask for the runtime? */
+static int module_environment_set(void)
+{
+  for (struct igprof_module *const *m = igprof_modules_begin(); m < igprof_modules_end(); ++m) {
+    if (!*m || !(*m)->environment) continue;
+    const char *value = igprof_getenv((*m)->environment);
+    if (value && *value) return 1;
+  }
+  return 0;
+}
+
+/* Configure the modules that have a variable of their own; 1 if one of
+ * them is to run in this process. */
+static int configure_from_environment(void)
+{
+  int any = 0;
+  for (struct igprof_module *const *m = igprof_modules_begin(); m < igprof_modules_end(); ++m) {
+    if (!*m || !(*m)->environment || !(*m)->configure) continue;
+    const char *value = igprof_getenv((*m)->environment);
+    if (value && (*m)->configure(value) > 0) any = 1;
+  }
+  return any;
+}
 
 static struct igprof_token scratch_token; /* 4 KiB: keep it off the stack */
 
@@ -246,13 +264,13 @@ __attribute__((constructor)) static void igprof_start(void)
 {
   const char *env = igprof_getenv("IGPROF");
   char err[512];
-  /* $IGTRACE (igtrace) alone also starts the runtime, for the tracer. */
-  if ((!env || !*env) && !igprof_getenv("IGTRACE")) return;
+  /* A module's own variable ($IGTRACE: igtrace) alone also starts it. */
+  if ((!env || !*env) && !module_environment_set()) return;
   igprof_tls.guard = 1;
   read_identity();
   count_threads();
   if (igprof_getenv("IGPROF_DEBUGGING")) igprof_config.debug = 1;
-  if (igprof_trace_configure() <= 0 && (!env || !*env)) {
+  if (!configure_from_environment() && (!env || !*env)) {
     igprof_tls.guard = 0;
     return;
   }
@@ -286,7 +304,7 @@ __attribute__((constructor)) static void igprof_start(void)
   }
   if (!any) igprof_debug("no profiler module enabled");
   atomic_store(&igprof_state.active, 1);
-  igprof_safety_start();
+  igprof_lifecycle_start();
   hook_batch_end();
   igprof_tls.guard = 0;
 }

@@ -10,7 +10,7 @@
  * module snapshot and the ELF files themselves, never with dladdr.
  */
 #define _GNU_SOURCE
-#include "heap.h"
+#include "mem/heap.h"
 #include "internal.h"
 #include "symbols.h"
 #include "walk.h"
@@ -26,9 +26,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
-
-int igprof_counter_has_leaks(int id);
-int igprof_counter_is_sum(int id);
 
 static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned checkpoint_seq;

@@ -150,7 +150,6 @@ struct igprof_config {
   int depth;                          /* frames kept per stack */
   int dump_signal;                    /* -S, 0 if none */
   int unwind_method;                  /* enum walk_method */
-  int unwind_explicit;                /* --unwind given (else the default) */
   char output[IGPROF_PATH_MAX];       /* -o as given ("" = default name) */
   char dump_flag[IGPROF_PATH_MAX];    /* -D flag file ("" = none) */
   char target[256];                   /* -t ("" = every process) */
@@ -208,6 +207,13 @@ struct igprof_module {
   /* "name:key" or "name:key=value" token. Return 0, or -1 after writing a
    * one-line reason into err (capacity errlen). value is NULL without '='. */
   int (*option)(const char *key, const char *value, char *err, size_t errlen);
+  /* A module configured from an environment variable of its own (the
+   * tracer: "IGTRACE") names it in `environment`: the runtime starts when
+   * it is set, even without $IGPROF, and calls configure(value) before
+   * $IGPROF is read. Return 1 if this process is to run the module (set
+   * `enabled`), 0 if not, -1 if the value is malformed (said on stderr). */
+  const char *environment;
+  int (*configure)(const char *value);
   /* Called once when enabled, after every option was parsed: define
    * counters, install hooks. Return -1 to disable the module (after saying
    * why on stderr). */
@@ -284,6 +290,8 @@ extern int igprof_counter_slots[IGPROF_MAX_COUNTERS];
 static inline int igprof_counter_slot(int id) { return igprof_counter_slots[id]; }
 int igprof_counter_count(void);
 const char *igprof_counter_name(int id);
+int igprof_counter_has_leaks(int id); /* its nodes carry ;LK= entries */
+int igprof_counter_is_sum(int id);    /* a SUM counter: its peak is its value */
 
 struct igprof_counter_value {
   _Atomic int64_t ticks, value, peak;
@@ -515,6 +523,27 @@ void igprof_signal_chain(int sig, siginfo_t *si, void *uc);
  * lock this thread holds. A fault the kernel raises cannot wait. */
 void igprof_signal_defer_while_busy(int sig);
 
+/* The core's side of the signals (signals.c), called by the lifecycle
+ * hooks (lifecycle.c): start (fatal signals, the -S signal), before and
+ * after an exec that failed, in a forked child. */
+int igprof_signals_start(void);
+void igprof_signals_before_exec(void);
+void igprof_signals_exec_failed(void);
+void igprof_signals_fork_child(void);
+
+/* An alternate signal stack for every thread that has none (altstack.c). */
+void igprof_altstack_start(void);
+void igprof_altstack_thread_start(void);
+void igprof_altstack_thread_exit(void);
+
+/* ------------------------------------------------------------------ */
+/* Process lifecycle (lifecycle.c)                                     */
+/* ------------------------------------------------------------------ */
+
+/* Install the hooks on every way a process ends, forks, starts a thread,
+ * execs, loads or unloads a library (after the modules started). */
+int igprof_lifecycle_start(void);
+
 /* ------------------------------------------------------------------ */
 /* Dumps                                                               */
 /* ------------------------------------------------------------------ */
@@ -540,10 +569,11 @@ void igprof_dump_fork_prepare(void);
 void igprof_dump_fork_parent(void);
 void igprof_dump_fork_child(void);
 
-/* The -D / -S service thread (dumper.c). */
+/* The -D / -S service thread (dump_thread.c). */
 int igprof_dumper_start(void);
 void igprof_dumper_poke(void); /* async-signal-safe: request a checkpoint dump */
 void igprof_dumper_flush(void); /* write checkpoints still pending (before the final dump) */
+int igprof_dumper_fork_child(void); /* the thread again in a forked child, if it ran */
 
 /* Environment without libc's getenv (some programs replace it). */
 const char *igprof_getenv(const char *name);

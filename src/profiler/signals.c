@@ -45,7 +45,8 @@ static int default_is_ignore(int sig)
   return sig == SIGCHLD || sig == SIGURG || sig == SIGWINCH || sig == SIGCONT;
 }
 
-static int is_fault(int sig) {
+static int is_fault(int sig)
+{
   return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGTRAP;
 }
 

@@ -47,7 +47,8 @@ NOINLINE int rec_big(int n);
 
 static int (*const rec_next[3])(int) = {rec_small, rec_alloca, rec_big};
 
-static int rec_step(int n) {
+static int rec_step(int n)
+{
   if (n <= 0) {
     hook_point();
     return 1;
@@ -59,20 +60,23 @@ static int rec_step(int n) {
   return rec_next[which](n - 1) + 1;
 }
 
-NOINLINE int rec_small(int n) {
+NOINLINE int rec_small(int n)
+{
   volatile int local = n;
   int r = rec_step(n);
   return r + local;
 }
 
-NOINLINE int rec_alloca(int n) {
+NOINLINE int rec_alloca(int n)
+{
   char *p = alloca(16 + (size_t)(n % 200) * 8);
   p[0] = (char)n;
   int r = rec_step(n);
   return r + ((volatile char *)p)[0];
 }
 
-NOINLINE int rec_big(int n) {
+NOINLINE int rec_big(int n)
+{
   volatile char big[40000];
   big[n % sizeof big] = (char)n;
   int r = rec_step(n);
@@ -81,20 +85,23 @@ NOINLINE int rec_big(int n) {
 
 /* ---- callbacks ----------------------------------------------------------- */
 
-static void NOINLINE callback(int i) {
+static void NOINLINE callback(int i)
+{
   if (i % 3 == 0)
     hook_point();
   sink += (unsigned)i;
 }
 
-static int compare_doubles(const void *a, const void *b) {
+static int compare_doubles(const void *a, const void *b)
+{
   double x = *(const double *)a, y = *(const double *)b;
   if ((int)x % 97 == 0)
     hook_point();
   return (x > y) - (x < y);
 }
 
-NOINLINE static void sort_in_libc(int n) {
+NOINLINE static void sort_in_libc(int n)
+{
   double *v = malloc((size_t)n * sizeof *v);
   for (int i = 0; i < n; i++)
     v[i] = (double)(((unsigned)i * 7919u) % (unsigned)n);
@@ -104,12 +111,14 @@ NOINLINE static void sort_in_libc(int n) {
 
 /* ---- signals raised deep in the stack ------------------------------------ */
 
-static void on_usr1(int sig) {
+static void on_usr1(int sig)
+{
   (void)sig;
   hook_point(); /* walks back through the sigreturn frame into raise() */
 }
 
-NOINLINE static int raise_at_depth(int n) {
+NOINLINE static int raise_at_depth(int n)
+{
   if (n == 0) {
     raise(SIGUSR1);
     return 0;
@@ -119,14 +128,16 @@ NOINLINE static int raise_at_depth(int n) {
 
 /* ---- CPU work for the sampler -------------------------------------------- */
 
-NOINLINE static double burn_math(int rounds) {
+NOINLINE static double burn_math(int rounds)
+{
   double acc = 0;
   for (int i = 1; i <= rounds; i++)
     acc += sin(i * 0.001) * exp(-i * 1e-6) + sqrt((double)i);
   return acc;
 }
 
-NOINLINE static unsigned burn_libc(int rounds) {
+NOINLINE static unsigned burn_libc(int rounds)
+{
   char buf[256];
   unsigned h = 0;
   for (int i = 0; i < rounds; i++) {
@@ -137,7 +148,8 @@ NOINLINE static unsigned burn_libc(int rounds) {
   return h;
 }
 
-NOINLINE static unsigned burn_nested(int depth, int rounds) {
+NOINLINE static unsigned burn_nested(int depth, int rounds)
+{
   if (depth == 0)
     return corpus_lib_burn(rounds) + burn_libc(rounds / 4);
   return burn_nested(depth - 1, rounds) * 3 + (unsigned)depth;
@@ -160,14 +172,16 @@ static int plugin_reused;
  * wait for that cache lock while its holder, another thread's handler,
  * waits for the loader lock. So the sampler is held off around them. (The
  * runtime sets libunwind's per-thread cache, which has no such lock.) */
-static void hold_sampler(int on) {
+static void hold_sampler(int on)
+{
   sigset_t prof;
   sigemptyset(&prof);
   sigaddset(&prof, SIGPROF);
   pthread_sigmask(on ? SIG_BLOCK : SIG_UNBLOCK, &prof, NULL);
 }
 
-NOINLINE static void plugin_cycle(int round) {
+NOINLINE static void plugin_cycle(int round)
+{
   int which = round % plugin_count;
   const char *path = plugin_paths[which];
   hold_sampler(1);
@@ -206,13 +220,15 @@ NOINLINE static void plugin_cycle(int round) {
  * sites in turn: each walk finds the record of the last one under its
  * start, with every slot the same but the return address into
  * two_sites. */
-NOINLINE static void site_leaf(int i) {
+NOINLINE static void site_leaf(int i)
+{
   volatile int local = i;
   hook_point();
   sink += (unsigned)local;
 }
 
-NOINLINE static void two_sites(int i) {
+NOINLINE static void two_sites(int i)
+{
   if (i & 1) {
     site_leaf(i);
     sink += 1;
@@ -222,14 +238,16 @@ NOINLINE static void two_sites(int i) {
   }
 }
 
-NOINLINE static void two_sites_loop(int n) {
+NOINLINE static void two_sites_loop(int n)
+{
   for (int i = 0; i < n; i++)
     two_sites(i);
 }
 
 /* ---- one round of everything --------------------------------------------- */
 
-NOINLINE static void workload(int round) {
+NOINLINE static void workload(int round)
+{
   rec_small(60 + round % 7);
   rec_alloca(250); /* deep: ~250 frames */
   corpus_lib_apply(callback, 30);
@@ -243,7 +261,8 @@ NOINLINE static void workload(int round) {
 
 static volatile int stop_threads;
 
-static void *thread_main(void *arg) {
+static void *thread_main(void *arg)
+{
   if (arg)
     check_thread_init(); /* the other thread has no bounds: libunwind walks it */
   for (int round = 0; !stop_threads; round++)
@@ -251,7 +270,8 @@ static void *thread_main(void *arg) {
   return NULL;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
   if (argc != 5) {
     fprintf(stderr, "usage: %s PLUGIN.so[:PLUGIN2.so] MIN_FRAMES MIN_SIGNAL_WALKS NAME\n", argv[0]);
     return 2;

@@ -5,7 +5,8 @@
 
 typedef void (*corpus_fn)(int);
 
-__attribute__((noinline)) int corpus_lib_apply(corpus_fn fn, int n) {
+__attribute__((noinline)) int corpus_lib_apply(corpus_fn fn, int n)
+{
   volatile int sum = 0;
   for (int i = 0; i < n; i++) {
     fn(i);
@@ -16,7 +17,8 @@ __attribute__((noinline)) int corpus_lib_apply(corpus_fn fn, int n) {
 
 static corpus_fn sort_callback;
 
-static int compare_ints(const void *a, const void *b) {
+static int compare_ints(const void *a, const void *b)
+{
   int x = *(const int *)a, y = *(const int *)b;
   if (((unsigned)x * 2654435761u) % 211 == 0)
     sort_callback(x);
@@ -24,7 +26,8 @@ static int compare_ints(const void *a, const void *b) {
 }
 
 /* qsort inside libc calling back into this library, which calls the program. */
-__attribute__((noinline)) void corpus_lib_sort(corpus_fn fn, int n) {
+__attribute__((noinline)) void corpus_lib_sort(corpus_fn fn, int n)
+{
   int *v = malloc((size_t)n * sizeof *v);
   for (int i = 0; i < n; i++)
     v[i] = (int)(((unsigned)i * 7919u) % (unsigned)n);
@@ -34,7 +37,8 @@ __attribute__((noinline)) void corpus_lib_sort(corpus_fn fn, int n) {
 }
 
 /* CPU work inside the library for the sampler. */
-__attribute__((noinline)) unsigned corpus_lib_burn(int rounds) {
+__attribute__((noinline)) unsigned corpus_lib_burn(int rounds)
+{
   char buf[512];
   unsigned h = 0;
   for (int r = 0; r < rounds; r++) {

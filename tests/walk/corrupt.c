@@ -35,7 +35,8 @@ static void *escape;
 void **igprof_unwind_escape_slot(void) { return &escape; }
 static long faults_seen;
 
-static void on_fault(int sig, siginfo_t *si, void *ucv) {
+static void on_fault(int sig, siginfo_t *si, void *ucv)
+{
   (void)si;
   ucontext_t *uc = ucv;
   if (!escape) {
@@ -63,7 +64,8 @@ static uint64_t next_random(void) { /* xorshift64*: reproducible */
 static uintptr_t code_targets[64];
 static int ncode;
 
-static uintptr_t random_word(const uintptr_t *buf) {
+static uintptr_t random_word(const uintptr_t *buf)
+{
   uint64_t r = next_random();
   switch (r % 4) {
   case 0: return (uintptr_t)next_random();                          /* noise */
@@ -72,7 +74,8 @@ static uintptr_t random_word(const uintptr_t *buf) {
   }
 }
 
-__attribute__((noinline)) static int one_trial(int wild_sp, long *frames, long *deep) {
+__attribute__((noinline)) static int one_trial(int wild_sp, long *frames, long *deep)
+{
   uintptr_t buf[WORDS];
   for (int i = 0; i < WORDS; i++)
     buf[i] = random_word(buf);
@@ -104,7 +107,8 @@ __attribute__((noinline)) static int one_trial(int wild_sp, long *frames, long *
   return 1;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
   if (argc != 2) {
     fprintf(stderr, "usage: %s TRIALS\n", argv[0]);
     return 2;

@@ -26,7 +26,8 @@
 static int guarded_signal_walks; /* on_signal: walk without the reference */
 static long guarded_frames, guarded_walks;
 
-static void on_signal(int sig, siginfo_t *si, void *uc) {
+static void on_signal(int sig, siginfo_t *si, void *uc)
+{
   (void)sig;
   (void)si;
   if (!guarded_signal_walks) {
@@ -40,17 +41,20 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
 }
 
 /* qsort puts the C library's frames between the handler's and main's. */
-static int compare_raising(const void *a, const void *b) {
+static int compare_raising(const void *a, const void *b)
+{
   raise(SIGUSR1);
   return *(const int *)a - *(const int *)b;
 }
 
-static int compare_hooking(const void *a, const void *b) {
+static int compare_hooking(const void *a, const void *b)
+{
   check_here();
   return *(const int *)a - *(const int *)b;
 }
 
-__attribute__((noinline)) static void walks(int depth, int (*cmp)(const void *, const void *)) {
+__attribute__((noinline)) static void walks(int depth, int (*cmp)(const void *, const void *))
+{
   if (depth > 0) {
     walks(depth - 1, cmp);
     __asm__ volatile("" ::: "memory"); /* no tail call */
@@ -66,7 +70,8 @@ struct phase {
   unsigned long recipe, unwinder, derived, refused, cut;
 };
 
-static struct phase run_phase(const char *name, int (*cmp)(const void *, const void *)) {
+static struct phase run_phase(const char *name, int (*cmp)(const void *, const void *))
+{
   struct walk_fast_stats a, b;
   igprof_walk_fast_stats(&a);
   walks(5, cmp);
@@ -81,7 +86,8 @@ static struct phase run_phase(const char *name, int (*cmp)(const void *, const v
   return p;
 }
 
-static int expect(int cond, const char *what) {
+static int expect(int cond, const char *what)
+{
   if (!cond)
     printf("FAIL: %s\n", what);
   return cond;
@@ -89,7 +95,8 @@ static int expect(int cond, const char *what) {
 
 /* A phase whose walks all ran on recipes: no libunwind step, no cut walk,
  * at least MIN_FRAMES frames a walk stepped by recipe. */
-static int expect_by_recipe(struct phase p, const char *name) {
+static int expect_by_recipe(struct phase p, const char *name)
+{
   char what[128];
   snprintf(what, sizeof what, "%s: no libunwind step, no cut walk", name);
   int ok = expect(p.unwinder == 0 && p.cut == 0, what);
@@ -99,7 +106,8 @@ static int expect_by_recipe(struct phase p, const char *name) {
 
 /* Derivation in the phase that meets the PCs first, the cache after. */
 static int first_and_second(const char *mode, int (*first)(const void *, const void *),
-                            int (*second)(const void *, const void *)) {
+                            int (*second)(const void *, const void *))
+{
   int ok = 1;
   struct phase p1 = run_phase("first phase", first);
   ok &= expect(p1.derived > 0 && p1.refused == 0, "first phase: recipes derived, none refused");
@@ -112,7 +120,8 @@ static int first_and_second(const char *mode, int (*first)(const void *, const v
   return ok;
 }
 
-static int dlclose_guard(void) {
+static int dlclose_guard(void)
+{
   int ok = 1;
   igprof_walk_fast_modules_changing(); /* as the dlclose hook does before dlclose */
   struct phase hook = run_phase("hook walks, dlclose under way", compare_hooking);
@@ -142,7 +151,8 @@ static int dlclose_guard(void) {
   return ok;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
   const char *mode = argc == 2 ? argv[1] : "";
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);

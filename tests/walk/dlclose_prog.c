@@ -16,7 +16,8 @@
 
 static volatile unsigned long sink;
 
-NOINLINE static void burn_leaf(double seconds) {
+NOINLINE static void burn_leaf(double seconds)
+{
   struct timespec t0, t;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
   do {
@@ -26,17 +27,20 @@ NOINLINE static void burn_leaf(double seconds) {
   } while ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9 < seconds);
 }
 
-NOINLINE static void burn_mid(double seconds) {
+NOINLINE static void burn_mid(double seconds)
+{
   burn_leaf(seconds);
   __asm__ volatile("" ::: "memory"); /* no tail call */
 }
 
-NOINLINE static void burn_outer(double seconds) {
+NOINLINE static void burn_outer(double seconds)
+{
   burn_mid(seconds);
   __asm__ volatile("" ::: "memory");
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
   if (argc != 3) {
     fprintf(stderr, "usage: %s PLUGIN ROUNDS\n", argv[0]);
     return 2;

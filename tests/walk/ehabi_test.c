@@ -22,7 +22,8 @@ static int failures;
   } while (0)
 
 /* A prel31 word at `at` for `target`. */
-static uint32_t prel31(const void *at, const void *target) {
+static uint32_t prel31(const void *at, const void *target)
+{
   return (uint32_t)((uintptr_t)target - (uintptr_t)at) & 0x7fffffffu;
 }
 
@@ -31,7 +32,8 @@ static uint32_t extab[16];
 static uint32_t index_table[8];
 static struct ehabi_table table;
 
-static void set_table(void) {
+static void set_table(void)
+{
   table.exidx = index_table;
   table.count = 1;
   table.extab_lo = (uintptr_t)extab;
@@ -40,7 +42,8 @@ static void set_table(void) {
 }
 
 /* Step with inline instructions `word` (0x80 << 24 | three bytes) from sp = &stack[8]. */
-static enum ehabi_result step_inline(uint32_t word, struct ehabi_regs *r) {
+static enum ehabi_result step_inline(uint32_t word, struct ehabi_regs *r)
+{
   set_table();
   index_table[1] = word;
   memset(r, 0, sizeof *r);
@@ -50,7 +53,8 @@ static enum ehabi_result step_inline(uint32_t word, struct ehabi_regs *r) {
   return ehabi_step(&table, index_table, r, (uintptr_t)stack, (uintptr_t)(stack + 64));
 }
 
-static void test_inline(void) {
+static void test_inline(void)
+{
   struct ehabi_regs r;
   for (int i = 0; i < 64; i++) stack[i] = 0x100 + i;
   /* finish alone: a leaf, the return address in lr */
@@ -95,7 +99,8 @@ static void test_inline(void) {
   CHECK(step_inline(0x8040b0b0u, &r) == EHABI_BAD_STACK, "stack pointer going down");
 }
 
-static void test_extab(void) {
+static void test_extab(void)
+{
   struct ehabi_regs r;
   for (int i = 0; i < 64; i++) stack[i] = 0x200 + i;
   set_table();
@@ -137,7 +142,8 @@ static void test_extab(void) {
         "entry outside the table");
 }
 
-static void test_find(void) {
+static void test_find(void)
+{
   static uint32_t idx[6];
   static char code[300];
   struct ehabi_table t = {idx, 3, 0, 0};
@@ -158,7 +164,8 @@ static void test_find(void) {
 #define PT_ARM_EXIDX 0x70000001
 #endif
 
-static int own_table(struct dl_phdr_info *info, size_t size, void *arg) {
+static int own_table(struct dl_phdr_info *info, size_t size, void *arg)
+{
   (void)size;
   struct ehabi_table *t = arg;
   uintptr_t lo = UINTPTR_MAX, hi = 0, me = (uintptr_t)&own_table;
@@ -188,7 +195,8 @@ static int found[3];
 
 /* Steps three frames from the registers of the innermost, while those
  * frames are live (called from it: this function's frame lies below). */
-__attribute__((noinline)) static void self_walk(const struct ehabi_regs *inner) {
+__attribute__((noinline)) static void self_walk(const struct ehabi_regs *inner)
+{
   uintptr_t lo = inner->r[13], hi = inner->r[13] + 4096;
   struct ehabi_regs r = *inner;
   for (int i = 0; i < 3; i++) {
@@ -203,7 +211,8 @@ __attribute__((noinline)) static void self_walk(const struct ehabi_regs *inner) 
   }
 }
 
-__attribute__((noinline)) static void frame3(void) {
+__attribute__((noinline)) static void frame3(void)
+{
   ra[0] = (uintptr_t)__builtin_return_address(0);
   struct ehabi_regs inner;
   memset(&inner, 0, sizeof inner);
@@ -219,19 +228,22 @@ __attribute__((noinline)) static void frame3(void) {
   __asm__ volatile("" ::: "memory");
 }
 
-__attribute__((noinline)) static void frame2(void) {
+__attribute__((noinline)) static void frame2(void)
+{
   ra[1] = (uintptr_t)__builtin_return_address(0);
   frame3();
   __asm__ volatile("" ::: "memory");
 }
 
-__attribute__((noinline)) static void frame1(void) {
+__attribute__((noinline)) static void frame1(void)
+{
   ra[2] = (uintptr_t)__builtin_return_address(0);
   frame2();
   __asm__ volatile("" ::: "memory");
 }
 
-static void test_self(void) {
+static void test_self(void)
+{
   CHECK(dl_iterate_phdr(own_table, &self) == 1, "own .ARM.exidx found");
   frame1();
   for (int i = 0; i < 3; i++) {
@@ -244,7 +256,8 @@ static void test_self(void) {
 }
 #endif
 
-int main(void) {
+int main(void)
+{
   test_find();
   test_inline();
   test_extab();

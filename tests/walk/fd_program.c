@@ -32,7 +32,8 @@
 static struct jit_code jit;
 static volatile long sink;
 
-static const char *kind_of(int fd) {
+static const char *kind_of(int fd)
+{
   struct stat st;
   if (fstat(fd, &st) != 0)
     return "?";
@@ -47,7 +48,8 @@ static const char *kind_of(int fd) {
 }
 
 /* "fds: 0:chr 1:pipe ..." in ascending order, without the listing's own. */
-static void list_fds(const char *when) {
+static void list_fds(const char *when)
+{
   DIR *d = opendir("/proc/self/fd");
   if (!d) {
     perror("walk_fd_program: /proc/self/fd");
@@ -69,18 +71,21 @@ static void list_fds(const char *when) {
   fflush(stdout);
 }
 
-__attribute__((noinline)) static void allocate(long n) {
+__attribute__((noinline)) static void allocate(long n)
+{
   void *p = malloc(16 + (size_t)(n % 64));
   sink += (long)(uintptr_t)p & 1;
   free(p);
 }
 
-__attribute__((noinline)) static void allocate_deeper(long n) {
+__attribute__((noinline)) static void allocate_deeper(long n)
+{
   allocate(n);
   __asm__ volatile("" ::: "memory");
 }
 
-static void write_all(int fd, const char *buf, ssize_t n) {
+static void write_all(int fd, const char *buf, ssize_t n)
+{
   while (n > 0) {
     ssize_t w = write(fd, buf, (size_t)n);
     if (w < 0 && errno == EINTR)
@@ -94,7 +99,8 @@ static void write_all(int fd, const char *buf, ssize_t n) {
   }
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
   if (argc != 4) {
     fprintf(stderr, "usage: %s INPUT OUTPUT SPIN\n", argv[0]);
     return 2;

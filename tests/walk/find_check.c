@@ -39,19 +39,22 @@ struct module {
 
 static long total_rows, total_mismatches;
 
-static double now(void) {
+static double now(void)
+{
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void print_recipe(const char *label, struct frame_recipe rc) {
+static void print_recipe(const char *label, struct frame_recipe rc)
+{
   printf("    %s: kind %u flags %u cfa %d ra %d fp %d\n", label, rc.kind, rc.flags,
          (int)rc.cfa_offset, (int)rc.ra_offset, (int)rc.fp_offset);
 }
 
 /* Compare every row; returns the number of rows checked. */
-static long check_module(const struct module *m) {
+static long check_module(const struct module *m)
+{
   struct eh_frame_table t;
   double t0 = now();
   enum eh_frame_status st = eh_frame_compile(m->hdr, m->bias, m->segs, m->nsegs, &t);
@@ -106,12 +109,14 @@ static const char *const wanted[] = {"(main program)", "libc.so.6", LOADER_NAME,
 #define N_WANTED (sizeof wanted / sizeof wanted[0])
 static int seen[N_WANTED];
 
-static const char *base_name(const char *path) {
+static const char *base_name(const char *path)
+{
   const char *s = strrchr(path, '/');
   return s ? s + 1 : path;
 }
 
-static int visit_loaded(struct dl_phdr_info *info, size_t size, void *arg) {
+static int visit_loaded(struct dl_phdr_info *info, size_t size, void *arg)
+{
   (void)size, (void)arg;
   struct module m = {info->dlpi_name[0] ? info->dlpi_name : "(main program)", info->dlpi_addr,
                      NULL, {{0, 0}}, 0};
@@ -139,7 +144,8 @@ static int visit_loaded(struct dl_phdr_info *info, size_t size, void *arg) {
  * writable private copies for the fuzz test. Also gives the code range.
  * Returns 0 (with a message) on failure. */
 static int map_file(const char *path, int writable, struct module *m, void **area,
-                    size_t *area_size, uintptr_t *text_start, uintptr_t *text_end) {
+                    size_t *area_size, uintptr_t *text_start, uintptr_t *text_end)
+{
   int fd = open(path, O_RDONLY);
   if (fd < 0) {
     printf("FAIL: cannot open %s\n", path);
@@ -210,7 +216,8 @@ static int map_file(const char *path, int writable, struct module *m, void **are
   return 1;
 }
 
-static int check_file(const char *path) {
+static int check_file(const char *path)
+{
   struct module m;
   void *area;
   size_t size;
@@ -242,7 +249,8 @@ static uint64_t rng(void) { /* xorshift64: reproducible runs */
  * the corruption never made a derivation fail (the parser was not
  * reached) or if no derivation gave an SP/FP recipe. */
 /* The path of the loaded module whose file name is `name`. */
-static int find_loaded(struct dl_phdr_info *info, size_t size, void *arg) {
+static int find_loaded(struct dl_phdr_info *info, size_t size, void *arg)
+{
   (void)size;
   const char **path = arg;
   if (strcmp(base_name(info->dlpi_name), *path) != 0)
@@ -251,7 +259,8 @@ static int find_loaded(struct dl_phdr_info *info, size_t size, void *arg) {
   return 1;
 }
 
-static int fuzz_file(const char *path, int rounds) {
+static int fuzz_file(const char *path, int rounds)
+{
   if (!strchr(path, '/') && !dl_iterate_phdr(find_loaded, &path)) {
     printf("FAIL: %s is not loaded\n", path);
     return 0;
@@ -322,7 +331,8 @@ struct builder {
   size_t at;
 };
 
-static void put(struct builder *b, const void *p, size_t n) {
+static void put(struct builder *b, const void *p, size_t n)
+{
   memcpy(b->buf + b->at, p, n);
   b->at += n;
 }
@@ -335,7 +345,8 @@ enum { CODE = 0x1000, EH_FRAME = 256 };
 /* An FDE for [CODE + begin, CODE + begin + len) with `prog`; returns its
  * offset. pc_begin is pc-relative (sdata4), as the CIE's 'R' says. */
 static size_t put_fde(struct builder *b, uintptr_t bias, size_t cie, uint32_t begin, uint32_t len,
-                      const uint8_t *prog, size_t prog_len) {
+                      const uint8_t *prog, size_t prog_len)
+{
   size_t start = b->at, body = 4 + 4 + 4 + 1 + prog_len;
   size_t padded = (body + 3) & ~(size_t)3;
   put_u32(b, (uint32_t)padded);
@@ -349,7 +360,8 @@ static size_t put_fde(struct builder *b, uintptr_t bias, size_t cie, uint32_t be
   return start;
 }
 
-static int expect_recipe(const struct module *m, uint32_t off, struct frame_recipe want) {
+static int expect_recipe(const struct module *m, uint32_t off, struct frame_recipe want)
+{
   struct frame_recipe rc;
   (void)eh_frame_find(m->hdr, m->bias, m->segs, m->nsegs, m->bias + CODE + off, &rc);
   int ok = frame_recipe_same(rc, want);
@@ -413,7 +425,8 @@ static const struct frame_recipe no_info = {0, 0, 0, FRAME_NO_INFO, 0};
  * -2w; DW_OP_deref) and the caller's FP is at FP (DW_CFA_expression fp:
  * DW_OP_breg<fp> 0): a FRAME_CFA_DEREF recipe, which the PC cache holds
  * whole; an expression of another shape stays FRAME_COMPLEX. */
-static int synthetic_realigned(void) {
+static int synthetic_realigned(void)
+{
 #if FRAME_LINK_REGISTER
   return 1; /* the CIE below has the return address on the stack */
 #else
@@ -457,7 +470,8 @@ static int synthetic_realigned(void) {
 #endif
 }
 
-static int synthetic(void) {
+static int synthetic(void)
+{
   static uint8_t buf[4096] __attribute__((aligned(8)));
   struct builder b = {buf, EH_FRAME};
   uintptr_t bias = (uintptr_t)buf;
@@ -540,7 +554,8 @@ static int synthetic(void) {
   return ok;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
   if (argc < 2) {
     fprintf(stderr, "usage: %s MIN_ROWS [ELF...]\n", argv[0]);
     return 2;

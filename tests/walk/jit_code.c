@@ -16,14 +16,16 @@ struct emitter {
 static uintptr_t here(const struct emitter *e) { return (uintptr_t)e->at; }
 
 #if defined(__x86_64__) || defined(__aarch64__)
-static void put_u64(struct emitter *e, uint64_t v) {
+static void put_u64(struct emitter *e, uint64_t v)
+{
   memcpy(e->at, &v, sizeof v);
   e->at += sizeof v;
 }
 #endif
 
 #if defined(__x86_64__) || defined(__i386__)
-static void put(struct emitter *e, const uint8_t *bytes, size_t n) {
+static void put(struct emitter *e, const uint8_t *bytes, size_t n)
+{
   memcpy(e->at, bytes, n);
   e->at += n;
 }
@@ -38,7 +40,8 @@ static void put(struct emitter *e, const uint8_t *bytes, size_t n) {
 #if defined(__x86_64__)
 /* The prologue: on a 64-byte boundary, %rbp saved, then either made the
  * frame pointer or zeroed, and the return address stored in f->caller. */
-static void prologue(struct emitter *e, struct jit_function *f, int keeps_fp) {
+static void prologue(struct emitter *e, struct jit_function *f, int keeps_fp)
+{
   while ((uintptr_t)e->at % 64)
     *e->at++ = 0xcc; /* int3 */
   f->entry = e->at;
@@ -57,7 +60,8 @@ static void prologue(struct emitter *e, struct jit_function *f, int keeps_fp) {
 static void epilogue(struct emitter *e) { PUT(e, 0x5d, 0xc3); /* pop %rbp; ret */ }
 
 /* cb(arg) for f(cb, arg): %rdi, %rsi are still the arguments. */
-static void call_callback(struct emitter *e, struct jit_function *f) {
+static void call_callback(struct emitter *e, struct jit_function *f)
+{
   PUT(e, 0x48, 0x89, 0xf8, /* mov %rdi,%rax */
       0x48, 0x89, 0xf7,    /* mov %rsi,%rdi */
       0xff, 0xd0);         /* call *%rax */
@@ -65,14 +69,16 @@ static void call_callback(struct emitter *e, struct jit_function *f) {
 }
 
 /* with_fp(cb, arg), with cb and arg as they came. */
-static void call_function(struct emitter *e, struct jit_function *f, const void *target) {
+static void call_function(struct emitter *e, struct jit_function *f, const void *target)
+{
   PUT(e, 0x48, 0xb8); /* movabs $target,%rax */
   put_u64(e, (uint64_t)(uintptr_t)target);
   PUT(e, 0xff, 0xd0); /* call *%rax */
   f->call_ret = here(e);
 }
 
-static void spin_loop(struct emitter *e, struct jit_function *f) {
+static void spin_loop(struct emitter *e, struct jit_function *f)
+{
   f->loop = here(e);
   PUT(e, 0x48, 0xff, 0xcf, /* dec %rdi */
       0x75, 0xfb);         /* jnz back to the dec */
@@ -80,7 +86,8 @@ static void spin_loop(struct emitter *e, struct jit_function *f) {
 }
 
 #elif defined(__i386__)
-static void put_u32(struct emitter *e, uint32_t v) {
+static void put_u32(struct emitter *e, uint32_t v)
+{
   memcpy(e->at, &v, sizeof v);
   e->at += sizeof v;
 }
@@ -88,7 +95,8 @@ static void put_u32(struct emitter *e, uint32_t v) {
 /* The prologue: on a 64-byte boundary, %ebp saved, then either made the
  * frame pointer or zeroed, and the return address stored in f->caller.
  * The arguments are on the stack: after the push, the first at 8(%esp). */
-static void prologue(struct emitter *e, struct jit_function *f, int keeps_fp) {
+static void prologue(struct emitter *e, struct jit_function *f, int keeps_fp)
+{
   while ((uintptr_t)e->at % 64)
     *e->at++ = 0xcc; /* int3 */
   f->entry = e->at;
@@ -108,7 +116,8 @@ static void epilogue(struct emitter *e) { PUT(e, 0x5d, 0xc3); /* pop %ebp; ret *
 
 /* cb(arg) for f(cb, arg), the stack 16-byte aligned at the call as the
  * i386 ABI wants (it was 8 bytes past it after the push). */
-static void call_callback(struct emitter *e, struct jit_function *f) {
+static void call_callback(struct emitter *e, struct jit_function *f)
+{
   PUT(e, 0x8b, 0x44, 0x24, 0x08, /* mov 8(%esp),%eax: cb */
       0x8b, 0x4c, 0x24, 0x0c,    /* mov 12(%esp),%ecx: arg */
       0x83, 0xec, 0x04,          /* sub $4,%esp */
@@ -119,7 +128,8 @@ static void call_callback(struct emitter *e, struct jit_function *f) {
 }
 
 /* with_fp(cb, arg), with cb and arg as they came. */
-static void call_function(struct emitter *e, struct jit_function *f, const void *target) {
+static void call_function(struct emitter *e, struct jit_function *f, const void *target)
+{
   PUT(e, 0x8b, 0x44, 0x24, 0x08, /* mov 8(%esp),%eax: cb */
       0x8b, 0x4c, 0x24, 0x0c,    /* mov 12(%esp),%ecx: arg */
       0x51, 0x50,                /* push %ecx; push %eax */
@@ -130,7 +140,8 @@ static void call_function(struct emitter *e, struct jit_function *f, const void 
   PUT(e, 0x83, 0xc4, 0x08); /* add $8,%esp */
 }
 
-static void spin_loop(struct emitter *e, struct jit_function *f) {
+static void spin_loop(struct emitter *e, struct jit_function *f)
+{
   PUT(e, 0x8b, 0x4c, 0x24, 0x08); /* mov 8(%esp),%ecx: n */
   f->loop = here(e);
   PUT(e, 0x49,        /* dec %ecx */
@@ -139,13 +150,15 @@ static void spin_loop(struct emitter *e, struct jit_function *f) {
 }
 
 #elif defined(__aarch64__)
-static void put_insn(struct emitter *e, uint32_t insn) {
+static void put_insn(struct emitter *e, uint32_t insn)
+{
   memcpy(e->at, &insn, sizeof insn);
   e->at += sizeof insn;
 }
 
 /* ldr xN, 1f; b 2f; 1: .quad value; 2: */
-static void load_u64(struct emitter *e, unsigned reg, uint64_t value) {
+static void load_u64(struct emitter *e, unsigned reg, uint64_t value)
+{
   put_insn(e, 0x58000040u | reg); /* ldr x<reg>, pc + 8 */
   put_insn(e, 0x14000003u);       /* b pc + 12 */
   put_u64(e, value);
@@ -154,7 +167,8 @@ static void load_u64(struct emitter *e, unsigned reg, uint64_t value) {
 /* The prologue: on a 64-byte boundary, the frame record pushed (stp x29,
  * x30, [sp, #-16]!), then x29 either made the frame pointer or zeroed, and
  * the return address (x30) stored in f->caller. */
-static void prologue(struct emitter *e, struct jit_function *f, int keeps_fp) {
+static void prologue(struct emitter *e, struct jit_function *f, int keeps_fp)
+{
   while ((uintptr_t)e->at % 64)
     put_insn(e, 0xd4200000u); /* brk #0 */
   f->entry = e->at;
@@ -165,13 +179,15 @@ static void prologue(struct emitter *e, struct jit_function *f, int keeps_fp) {
   put_insn(e, 0xf900023eu); /* str x30, [x17] */
 }
 
-static void epilogue(struct emitter *e) {
+static void epilogue(struct emitter *e)
+{
   put_insn(e, 0xa8c17bfdu); /* ldp x29, x30, [sp], #16 */
   put_insn(e, 0xd65f03c0u); /* ret */
 }
 
 /* cb(arg) for f(cb, arg): x0, x1 are still the arguments. */
-static void call_callback(struct emitter *e, struct jit_function *f) {
+static void call_callback(struct emitter *e, struct jit_function *f)
+{
   put_insn(e, 0xaa0003f0u); /* mov x16, x0 */
   put_insn(e, 0xaa0103e0u); /* mov x0, x1 */
   put_insn(e, 0xd63f0200u); /* blr x16 */
@@ -179,13 +195,15 @@ static void call_callback(struct emitter *e, struct jit_function *f) {
 }
 
 /* with_fp(cb, arg), with cb and arg as they came. */
-static void call_function(struct emitter *e, struct jit_function *f, const void *target) {
+static void call_function(struct emitter *e, struct jit_function *f, const void *target)
+{
   load_u64(e, 16, (uint64_t)(uintptr_t)target);
   put_insn(e, 0xd63f0200u); /* blr x16 */
   f->call_ret = here(e);
 }
 
-static void spin_loop(struct emitter *e, struct jit_function *f) {
+static void spin_loop(struct emitter *e, struct jit_function *f)
+{
   f->loop = here(e);
   put_insn(e, 0xf1000400u); /* subs x0, x0, #1 */
   put_insn(e, 0x54ffffe1u); /* b.ne back to the subs */
@@ -195,7 +213,8 @@ static void spin_loop(struct emitter *e, struct jit_function *f) {
 #error "jit_code.c: no emitter for this architecture"
 #endif
 
-int jit_code_make(struct jit_code *jit) {
+int jit_code_make(struct jit_code *jit)
+{
   uint8_t *mem = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED)
     return 0;

@@ -40,28 +40,32 @@ static struct capture base, got;
 static volatile long sink;
 static int failures;
 
-NOINLINE static void capture(struct capture *c) {
+NOINLINE static void capture(struct capture *c)
+{
   void *ret = __builtin_return_address(0);
   c->ret = (uintptr_t)ret;
   c->n = igprof_walk_fast_from_hook(c->pcs, MAX, ret, &c->truncated);
   __asm__ volatile("" ::: "memory"); /* no tail call */
 }
 
-NOINLINE static void callback(long arg) {
+NOINLINE static void callback(long arg)
+{
   capture(&got);
   sink += arg;
 }
 
 /* The C caller of the JIT code. `base` is the walk from here: its frames
  * after the first are the ones every walk from inside must end with. */
-NOINLINE static void c_enter(enum jit_function_id id, long arg) {
+NOINLINE static void c_enter(enum jit_function_id id, long arg)
+{
   capture(&base);
   jit_call(&jit, id, callback, arg);
   sink++;
 }
 
 static void fail(const char *what, const struct capture *c, const uintptr_t *want, int n_want,
-                 int trunc_want) {
+                 int trunc_want)
+{
   failures++;
   printf("FAIL: %s: %d frames (truncated %d), expected %d (truncated %d)\n", what, c->n,
          c->truncated, n_want, trunc_want);
@@ -73,7 +77,8 @@ static void fail(const char *what, const struct capture *c, const uintptr_t *wan
 
 /* `first` frames given, then base's frames from its second on. */
 static int check(const char *what, const struct capture *c, const uintptr_t *first, int n_first,
-                 int with_base, int trunc_want) {
+                 int with_base, int trunc_want)
+{
   uintptr_t want[MAX];
   int n = 0;
   for (int i = 0; i < n_first; i++)
@@ -88,7 +93,8 @@ static int check(const char *what, const struct capture *c, const uintptr_t *fir
   return same;
 }
 
-static struct walk_fast_stats stats_now(void) {
+static struct walk_fast_stats stats_now(void)
+{
   struct walk_fast_stats st;
   igprof_walk_fast_stats(&st);
   return st;
@@ -98,7 +104,8 @@ static struct walk_fast_stats stats_now(void) {
  * or in libunwind; at most `guesses` addresses newly given the
  * frame-pointer recipe (each is cached). */
 static void check_cost(const char *what, struct walk_fast_stats a, struct walk_fast_stats b,
-                       long walks, uint64_t guesses) {
+                       long walks, uint64_t guesses)
+{
   printf("%s: %ld walks, %lu frames by recipe, %lu copied, %lu recipes guessed, "
          "%lu by libunwind, %lu system calls\n",
          what, walks, (unsigned long)(b.frames_fast - a.frames_fast),
@@ -115,7 +122,8 @@ static void check_cost(const char *what, struct walk_fast_stats a, struct walk_f
   }
 }
 
-static void hook_walks(long rounds) {
+static void hook_walks(long rounds)
+{
   const struct jit_function *f = jit.fn;
   struct walk_fast_stats a = stats_now();
   for (long r = 0; r < rounds; r++) {
@@ -155,7 +163,8 @@ static uintptr_t sample_pc[SAMPLES];
 static volatile int nsamples;
 static volatile int spinning = -1; /* the jit_function_id running, or -1 */
 
-static void on_prof(int sig, siginfo_t *si, void *ucv) {
+static void on_prof(int sig, siginfo_t *si, void *ucv)
+{
   (void)sig, (void)si;
   const ucontext_t *uc = ucv;
   struct frame_regs regs;
@@ -169,7 +178,8 @@ static void on_prof(int sig, siginfo_t *si, void *ucv) {
   nsamples = k + 1;
 }
 
-NOINLINE static void c_spin(enum jit_function_id id) {
+NOINLINE static void c_spin(enum jit_function_id id)
+{
   capture(&base);
   nsamples = 0;
   spinning = id;
@@ -180,7 +190,8 @@ NOINLINE static void c_spin(enum jit_function_id id) {
   sink++;
 }
 
-static void signal_walks(void) {
+static void signal_walks(void)
+{
   timer_t timer = cpu_timer_start(on_prof, 1000000);
 
   const struct jit_function *f = jit.fn;
@@ -209,7 +220,8 @@ static void signal_walks(void) {
   timer_delete(timer);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
   if (argc != 2 || atol(argv[1]) < 1) {
     fprintf(stderr, "usage: %s ROUNDS\n", argv[0]);
     return 2;

@@ -75,17 +75,20 @@ static inline uint32_t recipe_form(uint32_t bits) { return bits & RC_FORM_MASK; 
 
 /* CFA offset and save slot (in bytes, as the form reads it) of a
  * compressed CFA recipe. */
-static inline uint32_t recipe_cfa_bytes(uint32_t bits) {
+static inline uint32_t recipe_cfa_bytes(uint32_t bits)
+{
   return ((bits >> RC_CFA_SHIFT) & RC_CFA_MAX) * RC_UNIT;
 }
 static inline uint32_t recipe_slot_bytes(uint32_t bits) { return (bits & RC_SLOT_MAX) * RC_UNIT; }
 
 /* Whether `off` is a multiple of RC_UNIT between 0 and max * RC_UNIT. */
-static inline int recipe_fits(int64_t off, uint32_t max) {
+static inline int recipe_fits(int64_t off, uint32_t max)
+{
   return off >= 0 && off % RC_UNIT == 0 && off / RC_UNIT <= (int64_t)max;
 }
 
-static inline int recipe_compress(struct frame_recipe rc, uint32_t *out) {
+static inline int recipe_compress(struct frame_recipe rc, uint32_t *out)
+{
   if (rc.kind == FRAME_CFA_DEREF) {
     int fp_saved = (rc.flags & FRAME_FP_SAVED) != 0;
     if (rc.ra_offset != FRAME_CALL_RA_OFFSET || !recipe_fits(-(int64_t)rc.cfa_offset, 255) ||
@@ -133,7 +136,8 @@ static inline int recipe_compress(struct frame_recipe rc, uint32_t *out) {
   return 1;
 }
 
-static inline struct frame_recipe recipe_expand(uint32_t bits) {
+static inline struct frame_recipe recipe_expand(uint32_t bits)
+{
   struct frame_recipe rc = {0, 0, 0, 0, 0};
   uint32_t form = recipe_form(bits);
   if (form == RC_FORM_OTHER) {
@@ -175,7 +179,8 @@ static inline struct frame_recipe recipe_expand(uint32_t bits) {
 /* The slot of pc is its low bits mixed with the next ones; the entry keeps
  * pc >> PC_CACHE_BITS, from which and the slot's index the low bits follow
  * (low = index ^ (key & mask)): so a key match means the same pc. */
-static inline _Atomic uint64_t *cache_slot(_Atomic uint64_t *cache, uintptr_t pc) {
+static inline _Atomic uint64_t *cache_slot(_Atomic uint64_t *cache, uintptr_t pc)
+{
   /* Two cheap operations instead of a multiply: this sits on the walk's
    * chain of dependent loads. Code addresses spread well in their low bits. */
   return &cache[(pc ^ (pc >> PC_CACHE_BITS)) & (PC_CACHE_SIZE - 1)];
@@ -184,7 +189,8 @@ static inline _Atomic uint64_t *cache_slot(_Atomic uint64_t *cache, uintptr_t pc
 /* One load: the entry is ours if its key is pc's high part. An empty entry
  * (0) matches no pc, as none below 1 << PC_CACHE_BITS is ever looked up
  * or stored (page zero and the low pages are never mapped). */
-static inline int cache_get(_Atomic uint64_t *cache, uintptr_t pc, uint32_t *bits) {
+static inline int cache_get(_Atomic uint64_t *cache, uintptr_t pc, uint32_t *bits)
+{
   uint64_t e = atomic_load_explicit(cache_slot(cache, pc), memory_order_relaxed);
   uintptr_t key = pc >> PC_CACHE_BITS;
   *bits = (uint32_t)(e & RECIPE_MASK);
@@ -195,7 +201,8 @@ static inline int cache_get(_Atomic uint64_t *cache, uintptr_t pc, uint32_t *bit
  * The caller then checks that the snapshot its recipe came from is still
  * the current one and, if not, calls cache_retract: a store that the clear
  * of a newer snapshot may have missed must not survive it. */
-static inline uint64_t cache_put(_Atomic uint64_t *cache, uintptr_t pc, uint32_t bits) {
+static inline uint64_t cache_put(_Atomic uint64_t *cache, uintptr_t pc, uint32_t bits)
+{
   uint64_t wide = pc; /* (a 32-bit pc always fits) */
   if ((pc >> PC_CACHE_BITS) == 0 || wide > PC_CACHE_MAX_PC)
     return 0;
@@ -204,11 +211,13 @@ static inline uint64_t cache_put(_Atomic uint64_t *cache, uintptr_t pc, uint32_t
   return e;
 }
 
-static inline void cache_retract(_Atomic uint64_t *cache, uintptr_t pc, uint64_t stored) {
+static inline void cache_retract(_Atomic uint64_t *cache, uintptr_t pc, uint64_t stored)
+{
   atomic_compare_exchange_strong(cache_slot(cache, pc), &stored, 0);
 }
 
-static inline void cache_clear(_Atomic uint64_t *cache) {
+static inline void cache_clear(_Atomic uint64_t *cache)
+{
   for (uint32_t i = 0; i < PC_CACHE_SIZE; i++)
     atomic_store_explicit(&cache[i], 0, memory_order_relaxed);
   atomic_thread_fence(memory_order_seq_cst);

@@ -19,7 +19,7 @@
  * stderr when none is left; the program never sees a sample.
  */
 #define _GNU_SOURCE
-#include "../arch/context.h"
+#include "../../arch/context.h"
 #include "internal.h"
 #include "options.h"
 #include "perf.h"

@@ -36,7 +36,8 @@ enum {
   CFA_GNU_negative_offset_extended = 0x2f,
 };
 
-const char *eh_frame_status_str(enum eh_frame_status status) {
+const char *eh_frame_status_str(enum eh_frame_status status)
+{
   switch (status) {
   case EH_FRAME_OK: return "ok";
   case EH_FRAME_NO_TABLE: return ".eh_frame_hdr has no search table";
@@ -75,7 +76,8 @@ struct module_view {
 };
 
 /* A reader over [p, segment end) if p lies in a readable segment. */
-static struct ehdr_reader reader_at(const struct module_view *m, uintptr_t p) {
+static struct ehdr_reader reader_at(const struct module_view *m, uintptr_t p)
+{
   for (int i = 0; i < m->nsegs; i++)
     if (p >= m->segs[i].start && p < m->segs[i].end)
       return (struct ehdr_reader){(const uint8_t *)p, (const uint8_t *)m->segs[i].end, 0};
@@ -95,12 +97,14 @@ struct row_builder {
   int failed;
 };
 
-static void *map_bytes(size_t bytes) {
+static void *map_bytes(size_t bytes)
+{
   void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 
-static int builder_grow(struct row_builder *b) {
+static int builder_grow(struct row_builder *b)
+{
   size_t cap = b->capacity ? b->capacity * 2 : 4096;
   struct row *rows = map_bytes(cap * sizeof *rows);
   if (!rows) {
@@ -119,7 +123,8 @@ static int builder_grow(struct row_builder *b) {
 /* Append (start, recipe). A row at the same start replaces the previous one
  * (a zero-length range); a row equal to its predecessor is redundant; an FDE
  * overlapping the previous one wins from its start. */
-static void builder_add(struct row_builder *b, uint32_t start, struct frame_recipe rc) {
+static void builder_add(struct row_builder *b, uint32_t start, struct frame_recipe rc)
+{
   while (b->count && b->rows[b->count - 1].start >= start)
     b->count--;
   if (b->count && frame_recipe_same(b->rows[b->count - 1].recipe, rc))
@@ -177,7 +182,8 @@ struct cfi_run {
   int stopped;
 };
 
-static struct frame_recipe recipe_of(const struct cfi_run *run) {
+static struct frame_recipe recipe_of(const struct cfi_run *run)
+{
   const struct cfi_state *s = &run->state;
   struct frame_recipe rc = {0, 0, 0, FRAME_COMPLEX, 0};
   if (run->cie->signal_frame)
@@ -233,7 +239,8 @@ static struct frame_recipe recipe_of(const struct cfi_run *run) {
   return rc;
 }
 
-static struct rule *rule_for(struct cfi_state *s, const struct cie *cie, uint64_t reg) {
+static struct rule *rule_for(struct cfi_state *s, const struct cie *cie, uint64_t reg)
+{
   if (reg == frame_arch.dwarf_fp)
     return &s->fp;
   if (reg == cie->ra_reg)
@@ -241,13 +248,15 @@ static struct rule *rule_for(struct cfi_state *s, const struct cie *cie, uint64_
   return NULL; /* a register the walker does not track */
 }
 
-static void set_rule(struct cfi_run *run, uint64_t reg, uint8_t kind, int64_t offset) {
+static void set_rule(struct cfi_run *run, uint64_t reg, uint8_t kind, int64_t offset)
+{
   struct rule *r = rule_for(&run->state, run->cie, reg);
   if (r)
     *r = (struct rule){kind, offset};
 }
 
-static void restore_rule(struct cfi_run *run, uint64_t reg) {
+static void restore_rule(struct cfi_run *run, uint64_t reg)
+{
   struct rule *r = rule_for(&run->state, run->cie, reg);
   if (r)
     *r = *rule_for(&run->initial, run->cie, reg);
@@ -256,7 +265,8 @@ static void restore_rule(struct cfi_run *run, uint64_t reg) {
 /* Move to a new location: the row for the old state starts at run->loc.
  * A move past stop_after leaves the state as it is at stop_after. */
 static void advance(struct cfi_run *run, struct row_builder *b, uintptr_t bias, uintptr_t to,
-                    int emit) {
+                    int emit)
+{
   if (to > run->stop_after) {
     run->stopped = 1;
     return;
@@ -269,7 +279,8 @@ static void advance(struct cfi_run *run, struct row_builder *b, uintptr_t bias, 
 /* Whether the DWARF expression of `len` bytes at r->p (not consumed) is
  * exactly DW_OP_breg<fp> offset, followed by DW_OP_deref when `deref`:
  * then *offset is the offset. */
-static int fp_relative(const struct ehdr_reader *r, uint64_t len, int deref, int64_t *offset) {
+static int fp_relative(const struct ehdr_reader *r, uint64_t len, int deref, int64_t *offset)
+{
   enum { OP_deref = 0x06, OP_breg0 = 0x70 };
   if (len < 2 || frame_arch.dwarf_fp > 31 || r->p[0] != OP_breg0 + frame_arch.dwarf_fp)
     return 0;
@@ -288,7 +299,8 @@ static int fp_relative(const struct ehdr_reader *r, uint64_t len, int deref, int
  * instructions, or eh_frame_find) no rows are produced. Stops early once
  * the location passes run->stop_after. Returns 0 on a malformed stream. */
 static int run_insns(struct cfi_run *run, struct ehdr_reader *r, struct row_builder *b,
-                     uintptr_t bias, int emit) {
+                     uintptr_t bias, int emit)
+{
   const struct cie *cie = run->cie;
   struct cfi_state *s = &run->state;
   while (!r->bad && !run->stopped && r->p < r->end) {
@@ -419,7 +431,8 @@ static int run_insns(struct cfi_run *run, struct ehdr_reader *r, struct row_buil
 /* ---- CIE / FDE ------------------------------------------------------------ */
 
 /* Parse the CIE at `p` (its length field). */
-static enum eh_frame_status parse_cie(const struct module_view *m, uintptr_t p, struct cie *cie) {
+static enum eh_frame_status parse_cie(const struct module_view *m, uintptr_t p, struct cie *cie)
+{
   struct ehdr_reader r = reader_at(m, p);
   uint64_t len = read_u32(&r);
   if (len == 0xffffffffu)
@@ -492,7 +505,8 @@ struct fde {
 };
 
 /* Parse the FDE at `at` (its length field) and its CIE. */
-static enum eh_frame_status parse_fde(const struct module_view *m, uintptr_t at, struct fde *f) {
+static enum eh_frame_status parse_fde(const struct module_view *m, uintptr_t at, struct fde *f)
+{
   struct ehdr_reader r = reader_at(m, at);
   uint64_t len = read_u32(&r);
   if (len == 0xffffffffu)
@@ -524,12 +538,14 @@ static enum eh_frame_status parse_fde(const struct module_view *m, uintptr_t at,
 
 /* Whether rows can describe the FDE's range: not empty, and addressable
  * by 32-bit offsets from the bias (else its code is left to libunwind). */
-static int fde_usable(const struct fde *f, uintptr_t bias) {
+static int fde_usable(const struct fde *f, uintptr_t bias)
+{
   return f->pc_end > f->pc_begin && f->pc_begin >= bias && f->pc_end - bias <= UINT32_MAX;
 }
 
 /* Start a run of the FDE's program: the CIE's initial instructions. */
-static enum eh_frame_status cfi_start(struct cfi_run *run, const struct fde *f, uintptr_t bias) {
+static enum eh_frame_status cfi_start(struct cfi_run *run, const struct fde *f, uintptr_t bias)
+{
   *run = (struct cfi_run){.cie = &f->cie, .loc = f->pc_begin, .stop_after = UINTPTR_MAX};
   run->state.cfa_reg = frame_arch.dwarf_sp;
   struct ehdr_reader ir = {f->cie.insns, f->cie.insns_end, 0};
@@ -542,7 +558,8 @@ static enum eh_frame_status cfi_start(struct cfi_run *run, const struct fde *f, 
 
 /* Compile the FDE at `fde` into rows. */
 static enum eh_frame_status compile_fde(const struct module_view *m, uintptr_t fde,
-                                        uintptr_t bias, struct row_builder *b) {
+                                        uintptr_t bias, struct row_builder *b)
+{
   struct fde f;
   struct cfi_run run;
   enum eh_frame_status st = parse_fde(m, fde, &f);
@@ -569,7 +586,8 @@ static enum eh_frame_status compile_fde(const struct module_view *m, uintptr_t f
 /* ---- .eh_frame_hdr -------------------------------------------------------- */
 
 static enum eh_frame_status parse_hdr(const struct module_view *m, const void *hdr,
-                                      struct ehdr_table *t) {
+                                      struct ehdr_table *t)
+{
   struct ehdr_reader r = reader_at(m, (uintptr_t)hdr);
   if (r.bad)
     return EH_FRAME_OUT_OF_BOUNDS;
@@ -585,7 +603,8 @@ static enum eh_frame_status parse_hdr(const struct module_view *m, const void *h
 
 /* ---- module -------------------------------------------------------------- */
 
-static enum eh_frame_status finish_table(struct row_builder *b, struct eh_frame_table *out) {
+static enum eh_frame_status finish_table(struct row_builder *b, struct eh_frame_table *out)
+{
   size_t n = b->count;
   size_t starts_bytes = (n * sizeof(uint32_t) + 7) & ~(size_t)7;
   size_t bytes = starts_bytes + n * sizeof(struct frame_recipe);
@@ -613,7 +632,8 @@ static enum eh_frame_status finish_table(struct row_builder *b, struct eh_frame_
 
 enum eh_frame_status eh_frame_compile(const void *hdr, uintptr_t bias,
                                       const struct eh_frame_segment *segs, int nsegs,
-                                      struct eh_frame_table *out) {
+                                      struct eh_frame_table *out)
+{
   struct module_view m = {segs, nsegs};
   *out = (struct eh_frame_table){0};
   struct ehdr_table t;
@@ -652,7 +672,8 @@ enum eh_frame_status eh_frame_compile(const void *hdr, uintptr_t bias,
   return st;
 }
 
-void eh_frame_table_release(struct eh_frame_table *table) {
+void eh_frame_table_release(struct eh_frame_table *table)
+{
   if (table->map)
     munmap(table->map, table->map_size);
   *table = (struct eh_frame_table){0};
@@ -666,7 +687,8 @@ void eh_frame_table_release(struct eh_frame_table *table) {
  * what that lookup needs: O(log FDEs) table entries, one FDE, its CIE. */
 enum eh_frame_status eh_frame_find(const void *hdr, uintptr_t bias,
                                    const struct eh_frame_segment *segs, int nsegs, uintptr_t pc,
-                                   struct frame_recipe *out) {
+                                   struct frame_recipe *out)
+{
   struct module_view m = {segs, nsegs};
   *out = (struct frame_recipe){0, 0, 0, FRAME_NO_INFO, 0};
   struct ehdr_table t;

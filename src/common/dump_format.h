@@ -56,14 +56,16 @@ static inline size_t igprof_name_escape(char *dst, size_t cap, const char *src, 
   return n;
 }
 
-/* Decode in place; returns the decoded length. */
+/* Decode s[0..len) in place (the reader's side); returns the decoded length.
+ * "%00" stays literal: a decoded name remains a C string (the writer never
+ * writes it: a name has no NUL byte). */
 static inline size_t igprof_name_unescape(char *s, size_t len)
 {
   size_t o = 0;
   for (size_t i = 0; i < len; ++i) {
     int hi, lo;
     if (s[i] == '%' && i + 2 < len && (hi = igprof_hex_digit_value((unsigned char) s[i + 1])) >= 0
-        && (lo = igprof_hex_digit_value((unsigned char) s[i + 2])) >= 0) {
+        && (lo = igprof_hex_digit_value((unsigned char) s[i + 2])) >= 0 && (hi | lo)) {
       s[o++] = (char) (hi << 4 | lo);
       i += 2;
     } else {

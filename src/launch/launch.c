@@ -20,7 +20,7 @@
  * CMAKE_INSTALL_BINDIR to CMAKE_INSTALL_LIBDIR/igprof, e.g. "../lib/igprof"
  * or "../lib/x86_64-linux-gnu/igprof"). */
 #ifndef IGPROF_RUNTIME_FROM_BIN
-#error "IGPROF_RUNTIME_FROM_BIN is set by src/profiler/CMakeLists.txt"
+#error "IGPROF_RUNTIME_FROM_BIN is set by src/launch/CMakeLists.txt"
 #endif
 #define LIBRARY_RELATIVE "/" IGPROF_RUNTIME_FROM_BIN "/libigprof.so"
 
@@ -71,7 +71,7 @@ void launch_print_options(FILE *f, const struct launch_option *table, size_t cou
     snprintf(left, sizeof left, "%s%s%s%s%s", o->short_opt ? o->short_opt : "",
              o->short_opt && o->long_opt ? ", " : "", o->long_opt ? o->long_opt : "",
              o->arg_name ? " " : "", o->arg_name ? o->arg_name : "");
-    fprintf(f, "  %-*s %s%s\n", width, left, o->help, o->available ? "" : " [not implemented yet]");
+    fprintf(f, "  %-*s %s\n", width, left, o->help);
   }
   fprintf(f, "  %-*s %s\n", width, "-h, --help", "show this help");
   fprintf(f, "  %-*s %s\n\n", width, "--version", "show the version");
@@ -97,7 +97,6 @@ int launch_parse(int argc, char **argv, const struct launch_option *table, size_
     }
     const struct launch_option *o = launch_find_option(table, count, arg);
     if (!o) launch_die(LAUNCH_EXIT_ERROR, "unknown option '%s' (see %s --help)", arg, launch_tool);
-    if (!o->available) launch_die(LAUNCH_EXIT_ERROR, "%s: %s is not implemented yet", arg, o->help);
     const char *value = NULL;
     if (o->arg_name) {
       if (i + 1 >= argc) launch_die(LAUNCH_EXIT_ERROR, "%s needs an argument (%s)", arg, o->expect);

@@ -2,7 +2,7 @@
  *
  *   igtrace [options] [--] program [args]
  *
- * Builds $IGTRACE (the $IGPROF grammar, see src/profiler/trace.c for the
+ * Builds $IGTRACE (the $IGPROF grammar, see src/profiler/trace/trace.c for the
  * tokens), preloads libigprof.so found next to this executable, runs the
  * program and exits with its status. Every option error is reported, with
  * exit status 125 (LAUNCH_EXIT_ERROR), before anything runs. docs/igtrace.md
@@ -29,22 +29,22 @@ static int check_reject(const char *v)
   return colons <= 2 && chars > 0;
 }
 
-/* One row per option (launch.h); every one is available. */
+/* One row per option (launch.h). */
 static const struct launch_option options[] = {
-  {"-tt", "--throw", NULL, "throw", NULL, NULL, 1, 1,
+  {"-tt", "--throw", NULL, "throw", NULL, NULL, 1,
    "every C++ throw and rethrow: type, stack from the thrower (the default)"},
-  {"-tm", "--memory", NULL, "mem", NULL, NULL, 1, 1,
+  {"-tm", "--memory", NULL, "mem", NULL, NULL, 1,
    "every malloc-family call: MALLOC, CALLOC, REALLOC, ..., FREE lines"},
-  {"-tmm", "--mappings", NULL, "mmap", NULL, NULL, 1, 1, "every mmap, mremap, munmap, brk and sbrk"},
-  {NULL, "--stack", NULL, "stack", NULL, NULL, 0, 1, "add the call stack to -tm and -tmm lines"},
-  {"-D", "--demangle", NULL, "demangle", NULL, NULL, 0, 1, "demangle C++ type and function names"},
-  {"-r", "--reject", "SPEC", "igtrace:reject=%s", check_reject, "[TYPE][:FUNCTION[:LIBRARY]]", 0, 1,
+  {"-tmm", "--mappings", NULL, "mmap", NULL, NULL, 1, "every mmap, mremap, munmap, brk and sbrk"},
+  {NULL, "--stack", NULL, "stack", NULL, NULL, 0, "add the call stack to -tm and -tmm lines"},
+  {"-D", "--demangle", NULL, "demangle", NULL, NULL, 0, "demangle C++ type and function names"},
+  {"-r", "--reject", "SPEC", "igtrace:reject=%s", check_reject, "[TYPE][:FUNCTION[:LIBRARY]]", 0,
    "drop matching events (repeatable; see below)"},
-  {"-o", "--output", "FILE", "igtrace:out=%s", check_nonempty, "a file name", 0, 1,
+  {"-o", "--output", "FILE", "igtrace:out=%s", check_nonempty, "a file name", 0,
    "append the trace to FILE instead of stderr (%p = pid)"},
-  {"-t", "--target", "NAME", "igtrace:target=%s", check_nonempty, "a non-empty name", 0, 1,
+  {"-t", "--target", "NAME", "igtrace:target=%s", check_nonempty, "a non-empty name", 0,
    "trace only processes whose name contains NAME"},
-  {"-d", "--debug", NULL, "igtrace:debug", NULL, NULL, 0, 1, "report what the runtime does on stderr"},
+  {"-d", "--debug", NULL, "igtrace:debug", NULL, NULL, 0, "report what the runtime does on stderr"},
 };
 
 #define NOPTIONS (sizeof options / sizeof options[0])

@@ -41,12 +41,6 @@ struct trace_config {
 
 extern struct trace_config trace_config;
 
-/* Parse $IGTRACE and decide whether this process traces (called by the
- * core's constructor). Returns 1 if it does (the trace module is then
- * enabled), 0 if $IGTRACE is unset/empty or -t excludes this process, -1 if
- * $IGTRACE is malformed (said on stderr). */
-int igprof_trace_configure(void);
-
 /* Per-thread state of the tracer, initial-exec TLS like the guard. */
 struct trace_thread {
   int inside;  /* a tracer hook is running in this thread: nested calls pass through */

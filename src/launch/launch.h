@@ -14,8 +14,7 @@
 #define LAUNCH_EXIT_ERROR 125
 
 /* One row of a launcher's option table. `token` is appended to the option
- * string ($IGPROF, $IGTRACE); in it "%s" stands for the quoted argument. A
- * row with available = 0 is reserved syntax whose module is not built yet.
+ * string ($IGPROF, $IGTRACE); in it "%s" stands for the quoted argument.
  * Adding an option is adding a row. */
 struct launch_option {
   const char *short_opt, *long_opt;
@@ -24,7 +23,6 @@ struct launch_option {
   int (*check)(const char *arg);   /* validates the argument */
   const char *expect;              /* what a valid argument looks like */
   int selects;                     /* chooses a profiler module / an event class */
-  int available;
   const char *help;
 };
 

@@ -1,4 +1,4 @@
-/* Process-level safety hooks (design.md §3.4, §3.5): every way a process
+/* Process-lifecycle hooks (design.md §3.4, §3.5): every way a process
  * ends writes its dump, a forked child gets its own, threads get their
  * state, exec leaves nothing armed behind, libraries loaded later are seen.
  */
@@ -17,13 +17,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-void igprof_signals_before_exec(void);
-void igprof_altstack_start(void);
-void igprof_altstack_thread_start(void);
-void igprof_altstack_thread_exit(void);
-void igprof_signals_exec_failed(void);
-int igprof_signals_start(void);
 
 #define FOR_EACH_MODULE(m)                                                              \
   for (struct igprof_module *const *m##_it = igprof_modules_begin(), *m;                \
@@ -171,8 +164,6 @@ static int hook_execveat(int dirfd, const char *path, char *const argv[], char *
 /* fork                                                              */
 /* ---------------------------------------------------------------- */
 
-int igprof_dumper_fork_child(void);
-
 static int fork_entered;
 
 static void fork_prepare(void)
@@ -193,8 +184,6 @@ static void fork_parent(void)
   FOR_EACH_MODULE(m) if (m->fork_parent) m->fork_parent();
   if (fork_entered) igprof_leave();
 }
-
-void igprof_signals_fork_child(void);
 
 static void fork_child(void)
 {
@@ -372,7 +361,7 @@ static int hook_dlclose(void *h)
 /* Start                                                             */
 /* ---------------------------------------------------------------- */
 
-int igprof_safety_start(void)
+int igprof_lifecycle_start(void)
 {
   /* Every signal whose default action ends the process, so that a program
    * killed by Ctrl-C, SIGTERM or SIGPIPE in a pipeline still leaves its dump.

@@ -80,7 +80,8 @@ enum eh_frame_status eh_frame_find(const void *hdr, uintptr_t bias,
 
 /* Recipe for module offset `off`: the row with the greatest start <= off.
  * Signal-safe: reads only the immutable table. */
-static inline struct frame_recipe eh_frame_lookup(const struct eh_frame_table *t, uintptr_t off) {
+static inline struct frame_recipe eh_frame_lookup(const struct eh_frame_table *t, uintptr_t off)
+{
   struct frame_recipe none = {0, 0, 0, FRAME_NO_INFO, 0};
   if (t->count == 0 || off < t->starts[0] || off > UINT32_MAX)
     return none;

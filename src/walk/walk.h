@@ -32,6 +32,10 @@ enum walk_truncation {
 /* Select the walker (igprof --unwind fast|libunwind). */
 void igprof_walk_set_method(enum walk_method method);
 
+/* Frames more than the depth that a walk buffer holds: the profiler's own
+ * between the walker and the hooked call. */
+int igprof_walk_slack(void);
+
 /* From inside a hook replacement: `caller_ret` is __builtin_return_address(0)
  * of the replacement, i.e. the return address into the code that called the
  * hooked function. pcs[0] becomes caller_ret - 1, then outwards. Frames inside

@@ -1,8 +1,6 @@
-/* Stack capture (walk.h) with libunwind, and the switch to the fast walker.
- *
- * The fast walker (walk_fast.c, another part of the project) provides
- * igprof_walk_fast_from_hook/_from_signal; they are weak references here so
- * the library links and works with libunwind alone until it is there.
+/* Stack capture (walk.h): the fast walker (walk_fast.c), or libunwind
+ * (--unwind libunwind) and the fast walker's fallback for the frames its
+ * recipes cannot describe.
  */
 #define UNW_LOCAL_ONLY
 #include "walk.h"
@@ -18,35 +16,13 @@
 #include "internal.h"
 #include "walk_fast.h"
 
-int igprof_walk_fast_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *truncated)
-    __attribute__((weak));
-int igprof_walk_fast_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated)
-    __attribute__((weak));
-int igprof_walk_fast_from_hook_frame(uintptr_t *pcs, int max, void *caller_ret, const void *frame,
-                                     int *truncated) __attribute__((weak));
-void igprof_walk_fast_stats(struct walk_fast_stats *out) __attribute__((weak));
-void igprof_walk_fast_init(void) __attribute__((weak));
-void igprof_walk_fast_thread_init(void) __attribute__((weak));
-void igprof_walk_fast_modules_changing(void) __attribute__((weak));
-void igprof_walk_fast_modules_changed(void) __attribute__((weak));
-void igprof_walk_fast_modules_closed(void) __attribute__((weak));
-void igprof_walk_fast_set_prologues(int on) __attribute__((weak));
-
 /* Frames of the profiler itself between the walker and the hooked call:
  * the walk asks libunwind for this many more than the depth. */
 #define PROFILER_FRAMES 32
 
 static enum walk_method method = WALK_LIBUNWIND;
 
-void igprof_walk_set_method(enum walk_method m)
-{
-  if (m == WALK_FAST && !igprof_walk_fast_from_hook) {
-    /* Asked for by name: say so; as the default: quietly use libunwind. */
-    if (igprof_config.unwind_explicit) igprof_warn("the fast stack walker is not built in; using libunwind");
-    m = WALK_LIBUNWIND;
-  }
-  method = m;
-}
+void igprof_walk_set_method(enum walk_method m) { method = m; }
 
 int igprof_walk_slack(void) { return PROFILER_FRAMES; }
 
@@ -148,14 +124,14 @@ int igprof_walk_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *trunca
 int igprof_walk_from_hook_frame(uintptr_t *pcs, int max, void *caller_ret, const void *frame,
                                 int *truncated)
 {
-  if (method == WALK_FAST && igprof_walk_fast_from_hook_frame)
+  if (method == WALK_FAST)
     return igprof_walk_fast_from_hook_frame(pcs, max, caller_ret, frame, truncated);
   return igprof_walk_from_hook(pcs, max, caller_ret, truncated);
 }
 
 void igprof_walk_debug_stats(void)
 {
-  if (!igprof_config.debug || method != WALK_FAST || !igprof_walk_fast_stats) return;
+  if (!igprof_config.debug || method != WALK_FAST) return;
   struct walk_fast_stats st;
   igprof_walk_fast_stats(&st);
   igprof_debug("fast walker, this thread: %llu walks (%llu a recorded walk again), %llu frames stepped, "
@@ -188,32 +164,32 @@ void igprof_walk_init(void)
    * step); libunwind only steps the few frames the fast walker's recipes
    * cannot, so re-reading their unwind entries costs little. */
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_NONE);
-  if (igprof_walk_fast_init) igprof_walk_fast_init();
+  igprof_walk_fast_init();
   /* IGPROF_WALK_PROLOGUES=0: frames without unwind entries end the walk
    * (ARM32), as libunwind's do: for comparing the two walkers
    * (walk.igprof_methods_agree). */
   const char *prologues = igprof_getenv("IGPROF_WALK_PROLOGUES");
-  if (prologues && igprof_walk_fast_set_prologues) igprof_walk_fast_set_prologues(strcmp(prologues, "0") != 0);
+  if (prologues) igprof_walk_fast_set_prologues(strcmp(prologues, "0") != 0);
 }
 
 void igprof_walk_thread_init(void)
 {
-  if (igprof_walk_fast_thread_init) igprof_walk_fast_thread_init();
+  igprof_walk_fast_thread_init();
 }
 
 void igprof_walk_modules_changing(void)
 {
-  if (igprof_walk_fast_modules_changing) igprof_walk_fast_modules_changing();
+  igprof_walk_fast_modules_changing();
 }
 
 void igprof_walk_modules_closed(void)
 {
   unw_flush_cache(unw_local_addr_space, 0, 0);
-  if (igprof_walk_fast_modules_closed) igprof_walk_fast_modules_closed();
+  igprof_walk_fast_modules_closed();
 }
 
 void igprof_walk_modules_changed(void)
 {
   unw_flush_cache(unw_local_addr_space, 0, 0);
-  if (igprof_walk_fast_modules_changed) igprof_walk_fast_modules_changed();
+  igprof_walk_fast_modules_changed();
 }

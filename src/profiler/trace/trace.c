@@ -117,11 +117,14 @@ static struct igprof_token scratch_token; /* 4 KiB: keep it off the stack */
 
 extern char *program_invocation_name;
 
-int igprof_trace_configure(void)
+/* Parse $IGTRACE (the module's `configure`, before $IGPROF is read) and
+ * decide whether this process traces: 1 if it does (the module is then
+ * enabled), 0 if $IGTRACE is empty or -t excludes this process, -1 if it is
+ * malformed (said on stderr). */
+static int trace_configure(const char *env)
 {
-  const char *env = igprof_getenv("IGTRACE");
   char err[512];
-  if (!env || !*env) return 0;
+  if (!*env) return 0;
   if (igprof_options_parse(env, &scratch_token, trace_token, NULL, err, sizeof err) != 0) {
     igprof_warn("bad $IGTRACE (%s), tracing disabled: %s", env, err);
     memset(&trace_config, 0, sizeof trace_config);
@@ -172,6 +175,8 @@ static void trace_fork_child(void)
 
 static struct igprof_module trace_module = {
   .name = "trace",
+  .environment = "IGTRACE",
+  .configure = trace_configure,
   .start = trace_start,
   .fork_prepare = trace_stack_fork_prepare,
   .fork_parent = trace_stack_fork_parent,
