@@ -196,7 +196,9 @@ static inline size_t index_slot(const struct igprof_node *parent, uintptr_t pc)
  * (which only the dump and the fork reset walk). */
 #define SHORT_LIST 8
 
-static struct igprof_node *child(struct igprof_node *parent, uintptr_t pc)
+static struct igprof_node *child_indexed(struct igprof_node *parent, uintptr_t pc);
+
+static inline __attribute__((always_inline)) struct igprof_node *child(struct igprof_node *parent, uintptr_t pc)
 {
   /* Most nodes have a few children, recently touched and in cache: look
    * there first and go to the (cache-missing) index only for a long list
@@ -206,6 +208,12 @@ static struct igprof_node *child(struct igprof_node *parent, uintptr_t pc)
   struct igprof_node *c = atomic_load_explicit(&parent->children, memory_order_acquire);
   for (; c && k < SHORT_LIST; c = c->sibling, ++k)
     if (c->pc == pc) return c;
+  return child_indexed(parent, pc);
+}
+
+static __attribute__((noinline)) struct igprof_node *child_indexed(struct igprof_node *parent, uintptr_t pc)
+{
+  struct igprof_node *c;
   _Atomic(struct igprof_node *) *buckets = index_get();
   if (!buckets) return NULL;
   _Atomic(struct igprof_node *) *bucket = &buckets[index_slot(parent, pc)];
@@ -261,8 +269,21 @@ struct igprof_node *igprof_tree_push(const uintptr_t *pcs, int n, int truncated)
     }
   }
   if (i > 0) node = t->cache_nodes[i - 1];
-  for (; i < total; ++i) {
-    uintptr_t pc = FRAME(i);
+  if (i == 0 && truncated) {
+    node = child(node, IGPROF_PC_TRUNCATED);
+    if (!node) {
+      t->cache_depth = 0;
+      return NULL;
+    }
+    t->cache_pcs[0] = IGPROF_PC_TRUNCATED;
+    t->cache_nodes[0] = node;
+    i = 1;
+  }
+#undef FRAME
+  /* The frames not shared, from pcs[n - 1 - (i - truncated)] inwards:
+   * no test for the marker per frame. */
+  for (const uintptr_t *frame = pcs + (n - 1) - (i - (truncated ? 1 : 0)); i < total; ++i, --frame) {
+    uintptr_t pc = *frame;
     node = child(node, pc);
     if (!node) {
       t->cache_depth = i;
@@ -271,7 +292,6 @@ struct igprof_node *igprof_tree_push(const uintptr_t *pcs, int n, int truncated)
     t->cache_pcs[i] = pc;
     t->cache_nodes[i] = node;
   }
-#undef FRAME
   t->cache_depth = total;
   return node;
 }

@@ -147,7 +147,11 @@ def scenario_ratio(a):
     three, one = ticks(d, leaf('burn_three')), ticks(d, leaf('burn_one'))
     cpu3, cpu1 = cpu_split(r)
     print(f'burn_three {three} ({cpu3:.3f}s CPU), burn_one {one} ({cpu1:.3f}s CPU)')
-    near(cpu3 / cpu1, 3.0, 'the program burns 3:1 (its own measurement)', tol=0.15)
+    # The workload's own split only shows it is meaningful (both parts
+    # burn); what the samples are checked against is what it measured. Under
+    # an emulator on a loaded machine the same loop costs unevenly (3.8:1
+    # seen under qemu-arm at load 8, the samples agreeing with it within 1%).
+    near(cpu3 / cpu1, 3.0, 'the program burns 3:1 (its own measurement)', tol=0.4 if a.target.emulated else 0.15)
     near_ratio(three, one, cpu3 / cpu1, 'burn_three : burn_one samples vs their CPU times')
     near_count(three, d.period, cpu3, 'burn_three: sampled vs its CPU time')
     near_count(one, d.period, cpu1, 'burn_one: sampled vs its CPU time')
