@@ -16,11 +16,10 @@
  */
 #define _GNU_SOURCE
 #include "eh_frame.h"
+#include "eh_frame_cfi.h"
 
 #include "../common/page_alloc.h"
-#include "../hook/eh_frame_hdr.h"
 
-#include <sys/mman.h>
 
 /* DWARF call-frame instructions (DWARF 4 §6.4.2, plus GNU extensions). */
 enum {
@@ -71,11 +70,6 @@ READ_FIXED(read_u64, uint64_t)
 
 /* ---- segment bounds ------------------------------------------------------ */
 
-struct module_view {
-  const struct eh_frame_segment *segs;
-  int nsegs;
-};
-
 /* A reader over [p, segment end) if p lies in a readable segment. */
 static struct ehdr_reader reader_at(const struct module_view *m, uintptr_t p)
 {
@@ -85,97 +79,7 @@ static struct ehdr_reader reader_at(const struct module_view *m, uintptr_t p)
   return (struct ehdr_reader){NULL, NULL, 1};
 }
 
-/* ---- row builder ---------------------------------------------------------- */
-
-struct row {
-  uint32_t start;
-  struct frame_recipe recipe;
-};
-
-struct row_builder {
-  struct row *rows;
-  size_t count, capacity; /* capacity in rows; the buffer is mmap'd */
-  int failed;
-};
-
-static int builder_grow(struct row_builder *b)
-{
-  size_t cap = b->capacity ? b->capacity * 2 : 4096;
-  struct row *rows = igprof_pages_alloc(cap * sizeof *rows);
-  if (!rows) {
-    b->failed = 1;
-    return 0;
-  }
-  if (b->rows) {
-    memcpy(rows, b->rows, b->count * sizeof *rows);
-    igprof_pages_free(b->rows, b->capacity * sizeof *rows);
-  }
-  b->rows = rows;
-  b->capacity = cap;
-  return 1;
-}
-
-/* Append (start, recipe). A row at the same start replaces the previous one
- * (a zero-length range); a row equal to its predecessor is redundant; an FDE
- * overlapping the previous one wins from its start. */
-static void builder_add(struct row_builder *b, uint32_t start, struct frame_recipe rc)
-{
-  while (b->count && b->rows[b->count - 1].start >= start)
-    b->count--;
-  if (b->count && frame_recipe_same(b->rows[b->count - 1].recipe, rc))
-    return;
-  if (b->count == b->capacity && !builder_grow(b))
-    return;
-  b->rows[b->count++] = (struct row){start, rc};
-}
-
 /* ---- CFI interpreter ------------------------------------------------------ */
-
-/* RULE_AT_FP: saved at FP + offset, the one DWARF expression a rule may
- * have here (DW_OP_breg<fp> offset: a realigned frame's FP, frame.h's
- * FRAME_CFA_DEREF). */
-enum rule_kind { RULE_SAME = 0, RULE_UNDEFINED, RULE_OFFSET, RULE_OTHER, RULE_AT_FP };
-
-struct rule {
-  uint8_t kind;
-  int64_t offset; /* RULE_OFFSET: saved at CFA + offset; RULE_AT_FP: at FP + offset */
-};
-
-/* cfa_is_expression: CFA_OTHER_EXPRESSION (not for recipes), or
- * CFA_AT_FP_DEREF: the CFA is the word at FP + cfa_deref_offset
- * (DW_OP_breg<fp> offset; DW_OP_deref). */
-enum { CFA_RULE = 0, CFA_OTHER_EXPRESSION = 1, CFA_AT_FP_DEREF = 2 };
-
-struct cfi_state {
-  int cfa_is_expression;
-  uint64_t cfa_reg;
-  int64_t cfa_offset;
-  int64_t cfa_deref_offset;
-  struct rule fp, ra;
-};
-
-#define CFI_STACK_DEPTH 8
-
-struct cie {
-  uint64_t code_align;
-  int64_t data_align;
-  uint64_t ra_reg;
-  uint8_t fde_enc;
-  int has_z, signal_frame;
-  const uint8_t *insns, *insns_end;
-};
-
-struct cfi_run {
-  const struct cie *cie;
-  struct cfi_state state, initial;
-  struct cfi_state stack[CFI_STACK_DEPTH];
-  int depth, overflow;
-  uintptr_t loc;
-  /* eh_frame_find: the state is wanted at this address; the run stops at
-   * the first advance past it (compiling runs to the end: UINTPTR_MAX). */
-  uintptr_t stop_after;
-  int stopped;
-};
 
 static struct frame_recipe recipe_of(const struct cfi_run *run)
 {
@@ -259,15 +163,14 @@ static void restore_rule(struct cfi_run *run, uint64_t reg)
 
 /* Move to a new location: the row for the old state starts at run->loc.
  * A move past stop_after leaves the state as it is at stop_after. */
-static void advance(struct cfi_run *run, struct row_builder *b, uintptr_t bias, uintptr_t to,
-                    int emit)
+void eh_frame_advance(struct cfi_run *run, uintptr_t bias, uintptr_t to)
 {
   if (to > run->stop_after) {
     run->stopped = 1;
     return;
   }
-  if (emit && to > run->loc)
-    builder_add(b, (uint32_t)(run->loc - bias), recipe_of(run));
+  if (run->row && to > run->loc)
+    run->row(run->row_ctx, (uint32_t)(run->loc - bias), recipe_of(run));
   run->loc = to;
 }
 
@@ -290,11 +193,7 @@ static int fp_relative(const struct ehdr_reader *r, uint64_t len, int deref, int
   return !e.bad && e.p == e.end;
 }
 
-/* Run one instruction stream. With emit == 0 (the CIE's initial
- * instructions, or eh_frame_find) no rows are produced. Stops early once
- * the location passes run->stop_after. Returns 0 on a malformed stream. */
-static int run_insns(struct cfi_run *run, struct ehdr_reader *r, struct row_builder *b,
-                     uintptr_t bias, int emit)
+int eh_frame_run_insns(struct cfi_run *run, struct ehdr_reader *r, uintptr_t bias)
 {
   const struct cie *cie = run->cie;
   struct cfi_state *s = &run->state;
@@ -304,7 +203,7 @@ static int run_insns(struct cfi_run *run, struct ehdr_reader *r, struct row_buil
     int64_t off;
     switch (op & 0xc0) {
     case CFA_advance_loc:
-      advance(run, b, bias, run->loc + low * cie->code_align, emit);
+      eh_frame_advance(run, bias, run->loc + low * cie->code_align);
       continue;
     case CFA_offset:
       off = (int64_t)ehdr_read_uleb(r) * cie->data_align;
@@ -320,14 +219,14 @@ static int run_insns(struct cfi_run *run, struct ehdr_reader *r, struct row_buil
       uintptr_t to = ehdr_read_encoded(r, cie->fde_enc, 0);
       if (to < run->loc)
         return 0;
-      advance(run, b, bias, to, emit);
+      eh_frame_advance(run, bias, to);
       break;
     }
     case CFA_advance_loc1: delta = read_u8(r); goto adv;
     case CFA_advance_loc2: delta = read_u16(r); goto adv;
     case CFA_advance_loc4: delta = read_u32(r);
     adv:
-      advance(run, b, bias, run->loc + delta * cie->code_align, emit);
+      eh_frame_advance(run, bias, run->loc + delta * cie->code_align);
       break;
     case CFA_offset_extended:
       reg = ehdr_read_uleb(r);
@@ -492,15 +391,8 @@ static enum eh_frame_status parse_cie(const struct module_view *m, uintptr_t p, 
   return EH_FRAME_OK;
 }
 
-/* An FDE, parsed up to its instructions. */
-struct fde {
-  struct cie cie;
-  uintptr_t pc_begin, pc_end;
-  struct ehdr_reader insns; /* the FDE's call-frame instructions */
-};
 
-/* Parse the FDE at `at` (its length field) and its CIE. */
-static enum eh_frame_status parse_fde(const struct module_view *m, uintptr_t at, struct fde *f)
+enum eh_frame_status eh_frame_parse_fde(const struct module_view *m, uintptr_t at, struct fde *f)
 {
   struct ehdr_reader r = reader_at(m, at);
   uint64_t len = read_u32(&r);
@@ -531,57 +423,27 @@ static enum eh_frame_status parse_fde(const struct module_view *m, uintptr_t at,
   return EH_FRAME_OK;
 }
 
-/* Whether rows can describe the FDE's range: not empty, and addressable
- * by 32-bit offsets from the bias (else its code is left to libunwind). */
-static int fde_usable(const struct fde *f, uintptr_t bias)
+int eh_frame_fde_usable(const struct fde *f, uintptr_t bias)
 {
   return f->pc_end > f->pc_begin && f->pc_begin >= bias && f->pc_end - bias <= UINT32_MAX;
 }
 
-/* Start a run of the FDE's program: the CIE's initial instructions. */
-static enum eh_frame_status cfi_start(struct cfi_run *run, const struct fde *f, uintptr_t bias)
+enum eh_frame_status eh_frame_cfi_start(struct cfi_run *run, const struct fde *f, uintptr_t bias)
 {
   *run = (struct cfi_run){.cie = &f->cie, .loc = f->pc_begin, .stop_after = UINTPTR_MAX};
   run->state.cfa_reg = frame_arch.dwarf_sp;
   struct ehdr_reader ir = {f->cie.insns, f->cie.insns_end, 0};
-  if (!run_insns(run, &ir, NULL, bias, 0) || run->loc != f->pc_begin)
+  if (!eh_frame_run_insns(run, &ir, bias) || run->loc != f->pc_begin)
     return EH_FRAME_BAD_CIE;
   run->initial = run->state;
   run->depth = 0;
   return EH_FRAME_OK;
 }
 
-/* Compile the FDE at `fde` into rows. */
-static enum eh_frame_status compile_fde(const struct module_view *m, uintptr_t fde,
-                                        uintptr_t bias, struct row_builder *b)
-{
-  struct fde f;
-  struct cfi_run run;
-  enum eh_frame_status st = parse_fde(m, fde, &f);
-  if (st != EH_FRAME_OK || !fde_usable(&f, bias))
-    return st;
-  if ((st = cfi_start(&run, &f, bias)) != EH_FRAME_OK)
-    return st;
-  /* A dry run first: a malformed program must leave no rows behind, and
-   * the rows of an earlier FDE that this one overlaps, which the builder
-   * drops as rows are added, could not be put back. */
-  struct cfi_run dry = run;
-  struct ehdr_reader insns = f.insns;
-  if (!run_insns(&dry, &insns, NULL, bias, 0))
-    return EH_FRAME_BAD_FDE;
-  if (!run_insns(&run, &f.insns, b, bias, 1))
-    return EH_FRAME_BAD_FDE;
-  if (run.loc < f.pc_end)
-    advance(&run, b, bias, f.pc_end, 1);
-  struct frame_recipe none = {0, 0, 0, FRAME_NO_INFO, 0};
-  builder_add(b, (uint32_t)(f.pc_end - bias), none);
-  return EH_FRAME_OK;
-}
-
 /* ---- .eh_frame_hdr -------------------------------------------------------- */
 
-static enum eh_frame_status parse_hdr(const struct module_view *m, const void *hdr,
-                                      struct ehdr_table *t)
+enum eh_frame_status eh_frame_parse_hdr(const struct module_view *m, const void *hdr,
+                                       struct ehdr_table *t)
 {
   struct ehdr_reader r = reader_at(m, (uintptr_t)hdr);
   if (r.bad)
@@ -594,84 +456,6 @@ static enum eh_frame_status parse_hdr(const struct module_view *m, const void *h
   case EHDR_BAD_COUNT: break;
   }
   return EH_FRAME_BAD_HEADER;
-}
-
-/* ---- module -------------------------------------------------------------- */
-
-static enum eh_frame_status finish_table(struct row_builder *b, struct eh_frame_table *out)
-{
-  size_t n = b->count;
-  size_t starts_bytes = (n * sizeof(uint32_t) + 7) & ~(size_t)7;
-  size_t bytes = starts_bytes + n * sizeof(struct frame_recipe);
-  if (n == 0)
-    return EH_FRAME_OK;
-  uint8_t *map = igprof_pages_alloc(bytes);
-  if (!map)
-    return EH_FRAME_NO_MEMORY;
-  uint32_t *starts = (uint32_t *)map;
-  struct frame_recipe *recipes = (struct frame_recipe *)(map + starts_bytes);
-  for (size_t i = 0; i < n; i++) {
-    starts[i] = b->rows[i].start;
-    recipes[i] = b->rows[i].recipe;
-    if (recipes[i].kind == FRAME_COMPLEX)
-      out->complex_rows++;
-  }
-  mprotect(map, bytes, PROT_READ); /* immutable from here on */
-  out->count = (uint32_t)n;
-  out->starts = starts;
-  out->recipes = recipes;
-  out->map = map;
-  out->map_size = bytes;
-  return EH_FRAME_OK;
-}
-
-enum eh_frame_status eh_frame_compile(const void *hdr, uintptr_t bias,
-                                      const struct eh_frame_segment *segs, int nsegs,
-                                      struct eh_frame_table *out)
-{
-  struct module_view m = {segs, nsegs};
-  *out = (struct eh_frame_table){0};
-  struct ehdr_table t;
-  enum eh_frame_status st = parse_hdr(&m, hdr, &t);
-  if (st != EH_FRAME_OK)
-    return st;
-  struct ehdr_reader r = t.entries;
-  uintptr_t datarel = (uintptr_t)hdr;
-  uint8_t table_enc = t.enc;
-  uint64_t count = t.count;
-  struct row_builder b = {0};
-  uint64_t done = 0;
-  for (uint64_t i = 0; i < count && st == EH_FRAME_OK && !b.failed; i++) {
-    (void)ehdr_read_encoded(&r, table_enc, datarel); /* initial location */
-    uintptr_t fde = ehdr_read_encoded(&r, table_enc, datarel);
-    if (r.bad) {
-      st = EH_FRAME_OUT_OF_BOUNDS;
-      break;
-    }
-    /* One unreadable FDE leaves its range to libunwind; the rest still count. */
-    size_t rows_before = b.count;
-    if (compile_fde(&m, fde, bias, &b) == EH_FRAME_OK)
-      done++;
-    else if (++out->bad_fdes, b.count > rows_before)
-      b.count = rows_before;
-  }
-  if (b.failed)
-    st = EH_FRAME_NO_MEMORY;
-  if (st == EH_FRAME_OK)
-    st = finish_table(&b, out);
-  out->fde_count = st == EH_FRAME_OK ? (uint32_t)done : 0;
-  if (b.rows)
-    igprof_pages_free(b.rows, b.capacity * sizeof *b.rows);
-  if (st != EH_FRAME_OK)
-    eh_frame_table_release(out);
-  return st;
-}
-
-void eh_frame_table_release(struct eh_frame_table *table)
-{
-  if (table->map)
-    igprof_pages_free(table->map, table->map_size);
-  *table = (struct eh_frame_table){0};
 }
 
 /* ---- one address ------------------------------------------------------------ */
@@ -687,7 +471,7 @@ enum eh_frame_status eh_frame_find(const void *hdr, uintptr_t bias,
   struct module_view m = {segs, nsegs};
   *out = (struct frame_recipe){0, 0, 0, FRAME_NO_INFO, 0};
   struct ehdr_table t;
-  enum eh_frame_status st = parse_hdr(&m, hdr, &t);
+  enum eh_frame_status st = eh_frame_parse_hdr(&m, hdr, &t);
   if (st != EH_FRAME_OK)
     return st;
   if (ehdr_field_size(t.enc) == 0)
@@ -710,15 +494,15 @@ enum eh_frame_status eh_frame_find(const void *hdr, uintptr_t bias,
       return EH_FRAME_BAD_HEADER;
     if (first > pc)
       return st; /* before the first FDE */
-    st = parse_fde(&m, fde_at, &f);
-    if (st == EH_FRAME_OK && fde_usable(&f, bias) &&
-        (st = cfi_start(&run, &f, bias)) == EH_FRAME_OK) {
+    st = eh_frame_parse_fde(&m, fde_at, &f);
+    if (st == EH_FRAME_OK && eh_frame_fde_usable(&f, bias) &&
+        (st = eh_frame_cfi_start(&run, &f, bias)) == EH_FRAME_OK) {
       /* Past its range, its end row decides, if it has rows at all: its
        * whole program must be well formed (rare: code between FDEs). */
       int inside = pc >= f.pc_begin && pc < f.pc_end;
       if (inside)
         run.stop_after = pc;
-      if (run_insns(&run, &f.insns, NULL, bias, 0)) {
+      if (eh_frame_run_insns(&run, &f.insns, bias)) {
         if (inside)
           *out = recipe_of(&run);
         return EH_FRAME_OK;
