@@ -59,6 +59,10 @@ float report_edge_pct(const struct report *r, const struct flat_edge *edge);
 /* "Children" of the call graph: cum - self, or the largest callee for *_MAX. */
 int64_t report_kids(const struct report *r, uint32_t e, const struct report_row *callees, size_t n);
 
+/* A sampled memory profile's note (its figures are estimates: the mean
+ * interval and the allocations sampled) in buf; 0 when the report is not
+ * one (every output that shows figures says it). */
+int report_sampling_note(const struct report *r, char *buf, size_t cap);
 void report_text(const struct report *r);
 void report_json(const struct report *r);
 /* path "-": SQL text on stdout; otherwise an sqlite3 database file. */

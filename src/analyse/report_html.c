@@ -282,6 +282,12 @@ void report_html(const struct report *r)
   fputs("</h1>\n<p id=\"total\">Total: ", out);
   put_value(r, r->flat->totals);
   fprintf(out, "%s%s, %" PRId64 " calls.</p>\n", unit[0] ? " " : "", unit, r->flat->totfreq);
+  char note[160];
+  if (report_sampling_note(r, note, sizeof(note))) {
+    fputs("<p id=\"sampling\">", out);
+    html_write_string(out, note);
+    fputs(".</p>\n", out);
+  }
   put_flame(&h);
   fputs("<h2>Flat profile</h2>\n<p><input id=\"search\" type=\"search\" placeholder=\"search names\" "
         "aria-label=\"search names\"> <span id=\"shown\"></span></p>\n", out);

@@ -70,8 +70,18 @@ static void print_summary(const struct report *r)
   json_write_string(out, r->key);
   fputs(",\n   \"unit\": ", out);
   json_write_string(out, counter_unit(r->key, r->is_time));
-  fprintf(out, ",\n   \"total_counts\": %" PRId64 ",\n   \"total_freq\": %" PRId64 ",\n   \"tick_period\": %f\n},\n",
+  fprintf(out, ",\n   \"total_counts\": %" PRId64 ",\n   \"total_freq\": %" PRId64 ",\n   \"tick_period\": %f",
           r->flat->totals, r->flat->totfreq, r->tick_period);
+  /* A sampled memory profile: its figures are estimates. */
+  char note[160];
+  const struct mem_sampling *m = r->sampling;
+  if (report_sampling_note(r, note, sizeof(note))) {
+    fputs(",\n   \"sampled\": {\"interval\": ", out);
+    if (m->interval > 0) fprintf(out, "%" PRId64, m->interval);
+    else fputs("null", out);
+    fprintf(out, ", \"allocations_sampled\": %" PRId64 ", \"inputs\": %d}", m->samples, m->inputs);
+  }
+  fputs("\n},\n", out);
 }
 
 /* One main row: rank, symbol, file, self, total, kids, self calls, total

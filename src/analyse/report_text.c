@@ -358,6 +358,18 @@ static void print_call_graph(const struct report *r, const struct layout *l, con
   }
 }
 
+int report_sampling_note(const struct report *r, char *buf, size_t cap)
+{
+  const struct mem_sampling *m = r->sampling;
+  if (!m || !m->inputs || strncmp(r->key, "MEM_", 4) != 0) return 0;
+  if (m->interval > 0)
+    snprintf(buf, cap, "Estimates, sampled: one allocation per %" PRId64 " bytes on average, %" PRId64 " allocations sampled",
+             m->interval, m->samples);
+  else
+    snprintf(buf, cap, "Estimates, sampled at different intervals, %" PRId64 " allocations sampled", m->samples);
+  return 1;
+}
+
 void report_text(const struct report *r)
 {
   uint32_t *rows;
@@ -365,15 +377,8 @@ void report_text(const struct report *r)
   struct layout l = compute_layout(r);
   fprintf(r->out, "Counter: %s\n", r->key);
   /* A sampled memory profile: its figures are estimates (docs/running.md). */
-  const struct mem_sampling *m = r->sampling;
-  if (m && m->inputs && strncmp(r->key, "MEM_", 4) == 0) {
-    if (m->interval > 0)
-      fprintf(r->out, "Estimates, sampled: one allocation per %" PRId64 " bytes on average, %" PRId64 " allocations sampled",
-              m->interval, m->samples);
-    else
-      fprintf(r->out, "Estimates, sampled at different intervals, %" PRId64 " allocations sampled", m->samples);
-    fputc('\n', r->out);
-  }
+  char note[160];
+  if (report_sampling_note(r, note, sizeof(note))) fprintf(r->out, "%s\n", note);
   print_flat_header(r, &l, r->diff ? "Flat profile (cumulatively different entries only)" : "Flat profile (cumulative >= 1%)", "Total");
   print_flat_section(r, &l, rows, n, 0);
   fputc('\n', r->out);

@@ -174,6 +174,8 @@ void report_top(const struct report *r, size_t n)
   sort_tree = t;
   if (k > 1) qsort(ids, k, sizeof(*ids), by_self_desc);
   const char *unit = counter_unit(r->key, r->is_time);
+  char note[160];
+  if (report_sampling_note(r, note, sizeof(note))) fprintf(r->out, "# %s\n", note);
   for (size_t i = 0; i < k && i < n; ++i) {
     char v[64];
     if (r->is_time) format_thousands_2dp(v, sizeof(v), (double) t->nodes[ids[i]].cnt * r->tick_period);

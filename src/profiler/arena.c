@@ -21,17 +21,6 @@ void *igprof_mmap_syscall(void *addr, size_t len, int prot, int flags, int fd, l
 #endif
 }
 
-void *igprof_pages_alloc(size_t size)
-{
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  return p == MAP_FAILED ? NULL : p;
-}
-
-void igprof_pages_free(void *p, size_t size)
-{
-  if (p) munmap(p, size);
-}
-
 static void *arena_alloc(size_t size, size_t align)
 {
   struct igprof_thread *t = &igprof_tls;

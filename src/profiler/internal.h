@@ -436,9 +436,9 @@ void *igprof_arena_alloc_lines(size_t size);
  * whose offset counts 4096-byte units. */
 void *igprof_mmap_syscall(void *addr, size_t len, int prot, int flags, int fd, long long off);
 
-/* Whole pages straight from mmap (zeroed), and back. NULL on failure. */
-void *igprof_pages_alloc(size_t size);
-void igprof_pages_free(void *p, size_t size);
+/* Whole pages straight from mmap (zeroed), and back: igprof_pages_alloc,
+ * igprof_pages_free (page_alloc.h, shared with the walker). */
+#include "page_alloc.h"
 
 /* A scratch region for one job (a dump): bump allocation, released at once. */
 struct igprof_scratch {

@@ -66,6 +66,28 @@ int igprof_counter_has_leaks(int id) { return counters[id].leaks; }
 
 struct igprof_node *igprof_tree_root(void) { return &root; }
 
+/* ---------------------------------------------------------------- */
+/* Per-thread buffers: the walk's and the push cache's               */
+/* ---------------------------------------------------------------- */
+
+int igprof_thread_prepare(void)
+{
+  struct igprof_thread *t = &igprof_tls;
+  if (t->ready) return 0;
+  int depth = igprof_config.depth;
+  int walk = depth + igprof_walk_slack() + 1;
+  size_t bytes = sizeof(uintptr_t) * (size_t) walk + (sizeof(uintptr_t) + sizeof(void *)) * (size_t) (depth + 1);
+  char *block = igprof_arena_alloc(bytes);
+  if (!block) return -1;
+  t->walk_pcs = (uintptr_t *) block;
+  t->walk_capacity = walk;
+  t->cache_pcs = t->walk_pcs + walk;
+  t->cache_nodes = (struct igprof_node **) (t->cache_pcs + depth + 1);
+  t->cache_depth = 0;
+  t->ready = 1;
+  return 0;
+}
+
 struct igprof_counter_value *igprof_node_counters(struct igprof_node *n)
 {
   struct igprof_counter_value *c = atomic_load_explicit(&n->counters, memory_order_acquire);

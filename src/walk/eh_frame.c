@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include "eh_frame.h"
 
+#include "../common/page_alloc.h"
 #include "../hook/eh_frame_hdr.h"
 
 #include <sys/mman.h>
@@ -97,23 +98,17 @@ struct row_builder {
   int failed;
 };
 
-static void *map_bytes(size_t bytes)
-{
-  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? NULL : p;
-}
-
 static int builder_grow(struct row_builder *b)
 {
   size_t cap = b->capacity ? b->capacity * 2 : 4096;
-  struct row *rows = map_bytes(cap * sizeof *rows);
+  struct row *rows = igprof_pages_alloc(cap * sizeof *rows);
   if (!rows) {
     b->failed = 1;
     return 0;
   }
   if (b->rows) {
     memcpy(rows, b->rows, b->count * sizeof *rows);
-    munmap(b->rows, b->capacity * sizeof *rows);
+    igprof_pages_free(b->rows, b->capacity * sizeof *rows);
   }
   b->rows = rows;
   b->capacity = cap;
@@ -610,7 +605,7 @@ static enum eh_frame_status finish_table(struct row_builder *b, struct eh_frame_
   size_t bytes = starts_bytes + n * sizeof(struct frame_recipe);
   if (n == 0)
     return EH_FRAME_OK;
-  uint8_t *map = map_bytes(bytes);
+  uint8_t *map = igprof_pages_alloc(bytes);
   if (!map)
     return EH_FRAME_NO_MEMORY;
   uint32_t *starts = (uint32_t *)map;
@@ -666,7 +661,7 @@ enum eh_frame_status eh_frame_compile(const void *hdr, uintptr_t bias,
     st = finish_table(&b, out);
   out->fde_count = st == EH_FRAME_OK ? (uint32_t)done : 0;
   if (b.rows)
-    munmap(b.rows, b.capacity * sizeof *b.rows);
+    igprof_pages_free(b.rows, b.capacity * sizeof *b.rows);
   if (st != EH_FRAME_OK)
     eh_frame_table_release(out);
   return st;
@@ -675,7 +670,7 @@ enum eh_frame_status eh_frame_compile(const void *hdr, uintptr_t bias,
 void eh_frame_table_release(struct eh_frame_table *table)
 {
   if (table->map)
-    munmap(table->map, table->map_size);
+    igprof_pages_free(table->map, table->map_size);
   *table = (struct eh_frame_table){0};
 }
 

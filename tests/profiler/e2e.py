@@ -8,6 +8,7 @@ Usage: e2e.py --bin BUILD/bin --progs DIR SCENARIO
 import argparse
 import glob
 import gzip
+import json
 import os
 import re
 import signal
@@ -659,6 +660,18 @@ def scenario_sampled(a):
     eq(r.stdout.splitlines()[:2], ['Counter: MEM_TOTAL', f'Estimates, sampled: one allocation per {SAMPLE_T} bytes '
                                    f'on average, {samples} allocations sampled'], 'igprof-analyse says the profile is sampled')
     check('@igprof_mem_sampling' not in r.stdout, 'the marker is not a stack of the report')
+    note = f'Estimates, sampled: one allocation per {SAMPLE_T} bytes on average, {samples} allocations sampled'
+    r = run([an, '-r', 'MEM_LIVE', '--top', '3', 'sampled-keep-7.dump'])
+    eq((r.returncode, r.stdout.splitlines()[:1]), (0, [f'# {note}']), 'igprof-analyse --top says the profile is sampled')
+    r = run([an, '-r', 'MEM_TOTAL', '--json', 'sampled-keep-7.dump'])
+    eq(r.returncode, 0, 'igprof-analyse --json of a sampled dump')
+    eq(json.loads(r.stdout)['summary'].get('sampled'), {'interval': SAMPLE_T, 'allocations_sampled': samples, 'inputs': 1},
+       'igprof-analyse --json says the profile is sampled')
+    r = run([an, '-r', 'MEM_TOTAL', '--html', 'sampled-keep-7.dump'])
+    check(r.returncode == 0 and f'<p id="sampling">{note}.</p>' in r.stdout, 'igprof-analyse --html says the profile is sampled')
+    r = run([an, '-r', 'MEM_TOTAL', '--json', 'exact.dump'])
+    eq((r.returncode, 'sampled' in json.loads(r.stdout or '{"summary": {}}')['summary']), (0, False),
+       'an exact profile\'s JSON has no sampled member')
 
     # Bad values: refused before anything runs (status 125), as every option.
     for args, msg in ((['--sample', '0'], '--sample: bad argument, expected a size in bytes 1..1G, suffix k, M or G'),

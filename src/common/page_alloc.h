@@ -1,0 +1,28 @@
+/* The profiler's private memory at its lowest level: whole pages from the
+ * kernel, never from the program's allocator (design.md §3.1). One mmap of
+ * private anonymous memory, no lock, no libc state: usable in a signal
+ * handler. The runtime's arena (src/profiler/arena.c) bumps its chunks out
+ * of these; the walker (src/walk), a library of its own that the tests link
+ * without the runtime, takes its tables and buffers from here too.
+ * MAP_NORESERVE: a large mapping costs address space only until touched. */
+#ifndef IGPROF_COMMON_PAGE_ALLOC_H
+#define IGPROF_COMMON_PAGE_ALLOC_H
+
+#include <stddef.h>
+#include <sys/mman.h>
+
+/* `size` bytes (rounded up to pages by the kernel), zeroed; NULL if the
+ * kernel refuses. */
+static inline void *igprof_pages_alloc(size_t size)
+{
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+/* Give back what igprof_pages_alloc(size) gave (NULL: nothing). */
+static inline void igprof_pages_free(void *p, size_t size)
+{
+  if (p) munmap(p, size);
+}
+
+#endif
