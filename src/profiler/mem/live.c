@@ -77,6 +77,13 @@ static struct {
 
 #define WIDE_INITIAL 16u
 
+/* Backward-shift deletion: the entry at j, whose home slot is `home`, moves
+ * into the hole unless its home lies cyclically within (hole, j]. */
+static inline int shift_movable(uint32_t hole, uint32_t j, uint32_t home)
+{
+  return hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
+}
+
 static inline uint32_t wide_home(uintptr_t addr, uint32_t mask)
 {
   return (uint32_t) (((uint64_t) addr * 0x9e3779b97f4a7c15ull) >> 32) & mask;
@@ -147,7 +154,7 @@ static int wide_get(uintptr_t addr, struct igprof_node **node, uint64_t *size, i
         j = (j + 1) & mask;
         if (!slots[j].addr) break;
         uint32_t home = wide_home(slots[j].addr, mask);
-        if (hole <= j ? (home <= hole || home > j) : (home <= hole && home > j)) {
+        if (shift_movable(hole, j, home)) {
           slots[hole] = slots[j];
           hole = j;
         }
@@ -377,8 +384,7 @@ static inline __attribute__((always_inline)) int remove_entry(uintptr_t addr, st
     j = (j + 1) & mask;
     if (!slots[j].addr) break;
     uint32_t home = slot_of(hash_addr(slots[j].addr), mask);
-    int movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
-    if (movable) {
+    if (shift_movable(hole, j, home)) {
       slots[hole] = slots[j];
       if (born) births[hole] = births[j];
       hole = j;
