@@ -67,8 +67,10 @@ struct module_snapshot {
   struct fast_module modules[];
 };
 
-/* The current module table (walk_fast_modules.c). */
+/* The current module table (walk_fast_modules.c), and the lock of its
+ * rebuilds. */
 extern _Atomic(struct module_snapshot *) current_snapshot;
+extern pthread_mutex_t rebuild_lock;
 
 /* ---- PC cache (walk_fast_cache.h) ---------------------------------------- */
 
