@@ -194,7 +194,7 @@ static pthread_once_t memo_key_once = PTHREAD_ONCE_INIT;
 static void memo_release(void *memo) {
   thread_memo = NULL;
   atomic_signal_fence(memory_order_seq_cst); /* no signal walk sees it from here */
-  munmap(memo, sizeof(struct thread_memo));
+  igprof_pages_free(memo, sizeof(struct thread_memo));
 }
 
 static void memo_key_create(void) { pthread_key_create(&memo_key, memo_release); }
@@ -203,9 +203,8 @@ static void memo_thread_init(void) {
   if (thread_memo)
     return;
   pthread_once(&memo_key_once, memo_key_create);
-  void *m = mmap(NULL, sizeof(struct thread_memo), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED)
+  void *m = igprof_pages_alloc(sizeof(struct thread_memo));
+  if (!m)
     return; /* walks work without it, only slower */
   thread_memo = m;
   pthread_setspecific(memo_key, m);

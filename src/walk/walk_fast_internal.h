@@ -20,6 +20,7 @@
 #include <libunwind.h>
 
 #include "../arch/frame.h"
+#include "../common/page_alloc.h"
 #ifdef FRAME_EHABI_TABLES
 #include "../arch/arm_prologue.h"
 #include "hook.h"

@@ -17,8 +17,8 @@ static void *forever_alloc(size_t bytes) {
   bytes = (bytes + 15) & ~(size_t)15;
   if (!cur || (size_t)(end - cur) < bytes) {
     size_t chunk = bytes > 65536 ? bytes : 65536;
-    void *p = mmap(NULL, chunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
+    void *p = igprof_pages_alloc(chunk);
+    if (!p)
       return NULL;
     cur = p;
     end = cur + chunk;
@@ -76,13 +76,12 @@ struct build_state {
 
 static int grow_modules(struct build_state *b) {
   int cap = b->capacity ? b->capacity * 2 : 64;
-  struct fast_module *m = mmap(NULL, (size_t)cap * sizeof *m, PROT_READ | PROT_WRITE,
-                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED)
+  struct fast_module *m = igprof_pages_alloc((size_t)cap * sizeof *m);
+  if (!m)
     return 0;
   if (b->modules) {
     memcpy(m, b->modules, (size_t)b->count * sizeof *m);
-    munmap(b->modules, (size_t)b->capacity * sizeof *m);
+    igprof_pages_free(b->modules, (size_t)b->capacity * sizeof *m);
   }
   b->modules = m;
   b->capacity = cap;
@@ -205,7 +204,7 @@ static int rebuild(void) {
     }
   }
   if (b.modules)
-    munmap(b.modules, (size_t)b.capacity * sizeof *b.modules);
+    igprof_pages_free(b.modules, (size_t)b.capacity * sizeof *b.modules);
   atomic_signal_fence(memory_order_seq_cst);
   in_rebuild = 0;
   pthread_mutex_unlock(&rebuild_lock);
