@@ -10,7 +10,8 @@ uintptr_t context_pc(const ucontext_t *uc) { return (uintptr_t)uc->uc_mcontext.a
 #define A32_SVC0 0xef000000u /* svc #0, always */
 #define T16_SVC0 0xdf00u     /* svc #0 */
 
-int context_at_syscall(const ucontext_t *uc) {
+int context_at_syscall(const ucontext_t *uc)
+{
   uintptr_t pc = context_pc(uc);
   if (uc->uc_mcontext.arm_cpsr & CPSR_THUMB) {
     const uint16_t *p = (const uint16_t *)(pc & ~(uintptr_t)1);

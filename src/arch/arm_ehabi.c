@@ -15,7 +15,8 @@
 
 #define EXIDX_CANTUNWIND 1u
 
-const uint32_t *ehabi_find(const struct ehabi_table *t, uintptr_t pc) {
+const uint32_t *ehabi_find(const struct ehabi_table *t, uintptr_t pc)
+{
   size_t lo = 0, hi = t->count;
   const uint32_t *found = NULL;
   while (lo < hi) {
@@ -38,7 +39,8 @@ struct bytes {
   unsigned words_left;  /* further words after `word` */
 };
 
-static int next_byte(struct bytes *b, unsigned *out) {
+static int next_byte(struct bytes *b, unsigned *out)
+{
   if (b->shift == 0) {
     if (b->words_left == 0)
       return 0;
@@ -51,13 +53,15 @@ static int next_byte(struct bytes *b, unsigned *out) {
   return 1;
 }
 
-static int in_extab(const struct ehabi_table *t, const uint32_t *w, size_t words) {
+static int in_extab(const struct ehabi_table *t, const uint32_t *w, size_t words)
+{
   uintptr_t a = (uintptr_t)w;
   return a >= t->extab_lo && a <= t->extab_hi && (t->extab_hi - a) / 4 >= words && (a & 3) == 0;
 }
 
 /* Where an entry's instructions are, or a result that ends the step. */
-static enum ehabi_result instructions(const struct ehabi_table *t, const uint32_t *entry, struct bytes *b) {
+static enum ehabi_result instructions(const struct ehabi_table *t, const uint32_t *entry, struct bytes *b)
+{
   uint32_t w = entry[1];
   if (w == EXIDX_CANTUNWIND)
     return EHABI_END;
@@ -95,7 +99,8 @@ static enum ehabi_result instructions(const struct ehabi_table *t, const uint32_
   return EHABI_OK;
 }
 
-static int read_word(uintptr_t at, uintptr_t lo, uintptr_t hi, uintptr_t *out) {
+static int read_word(uintptr_t at, uintptr_t lo, uintptr_t hi, uintptr_t *out)
+{
   if (at < lo || at > hi - 4 || (at & 3))
     return 0;
   *out = *(const uint32_t *)at;
@@ -103,7 +108,8 @@ static int read_word(uintptr_t at, uintptr_t lo, uintptr_t hi, uintptr_t *out) {
 }
 
 /* Pop the registers of `mask` (bit n: rn) from vsp, lowest first. */
-static int pop(struct ehabi_regs *r, uintptr_t *vsp, unsigned mask, uintptr_t lo, uintptr_t hi, int *set_pc) {
+static int pop(struct ehabi_regs *r, uintptr_t *vsp, unsigned mask, uintptr_t lo, uintptr_t hi, int *set_pc)
+{
   uintptr_t at = *vsp, sp = 0;
   int set_sp = 0;
   for (unsigned n = 0; n < 16; n++) {
@@ -126,7 +132,8 @@ static int pop(struct ehabi_regs *r, uintptr_t *vsp, unsigned mask, uintptr_t lo
 }
 
 enum ehabi_result ehabi_step(const struct ehabi_table *t, const uint32_t *entry, struct ehabi_regs *regs,
-                             uintptr_t lo, uintptr_t hi) {
+                             uintptr_t lo, uintptr_t hi)
+{
   struct bytes b;
   enum ehabi_result res = instructions(t, entry, &b);
   if (res != EHABI_OK)
@@ -209,7 +216,8 @@ enum ehabi_result ehabi_step(const struct ehabi_table *t, const uint32_t *entry,
 /* ehabi_step's loop without a stack: vsp followed as r[base] + off, every
  * pop recorded as a save slot at its offset. Offsets are taken relative to
  * the caller's stack pointer at the end. */
-enum ehabi_result ehabi_shape(const struct ehabi_table *t, const uint32_t *entry, struct ehabi_shape *out) {
+enum ehabi_result ehabi_shape(const struct ehabi_table *t, const uint32_t *entry, struct ehabi_shape *out)
+{
   struct bytes b;
   enum ehabi_result res = instructions(t, entry, &b);
   if (res != EHABI_OK)

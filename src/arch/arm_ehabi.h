@@ -73,7 +73,8 @@ struct ehabi_shape {
 enum ehabi_result ehabi_shape(const struct ehabi_table *t, const uint32_t *entry, struct ehabi_shape *out);
 
 /* The address a prel31 word at `at` points to. */
-static inline uintptr_t ehabi_prel31(const uint32_t *at) {
+static inline uintptr_t ehabi_prel31(const uint32_t *at)
+{
   uint32_t v = *at;
   int32_t off = (int32_t)(v << 1) >> 1; /* sign-extend 31 bits */
   return (uintptr_t)at + (uintptr_t)(intptr_t)off;

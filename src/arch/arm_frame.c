@@ -45,7 +45,8 @@ const struct frame_arch frame_arch = {
     .fp_chain = {.kind = FRAME_OUTERMOST},
 };
 
-void frame_regs_from_ucontext(struct frame_regs *r, const ucontext_t *uc) {
+void frame_regs_from_ucontext(struct frame_regs *r, const ucontext_t *uc)
+{
   r->pc = (uintptr_t)uc->uc_mcontext.arm_pc;
   r->sp = (uintptr_t)uc->uc_mcontext.arm_sp;
   r->fp = (uintptr_t)uc->uc_mcontext.arm_r7;
@@ -60,7 +61,8 @@ void frame_regs_from_ucontext(struct frame_regs *r, const ucontext_t *uc) {
 
 /* 1: sigreturn, 2: rt_sigreturn, 0: neither, for the code at pc (2-aligned,
  * FRAME_SIGRETURN_LEN bytes readable). */
-static int sigreturn_kind(uintptr_t pc) {
+static int sigreturn_kind(uintptr_t pc)
+{
   const uint16_t *h = (const uint16_t *)pc;
   if (pc & 1)
     return 0;
@@ -76,7 +78,8 @@ static int sigreturn_kind(uintptr_t pc) {
   return 0;
 }
 
-int frame_regs_from_signal_frame(struct frame_regs *r, uintptr_t lo, uintptr_t hi) {
+int frame_regs_from_signal_frame(struct frame_regs *r, uintptr_t lo, uintptr_t hi)
+{
   /* Linux's (and qemu's) ARM signal frames at the stack pointer the
    * handler was entered with, the trampoline frame's: struct sigframe
    * { ucontext_t uc; ... } and struct rt_sigframe { siginfo_t info;
@@ -93,7 +96,8 @@ int frame_regs_from_signal_frame(struct frame_regs *r, uintptr_t lo, uintptr_t h
   return 1;
 }
 
-void frame_regs_to_ucontext(ucontext_t *uc, const struct frame_regs *r) {
+void frame_regs_to_ucontext(ucontext_t *uc, const struct frame_regs *r)
+{
   uc->uc_mcontext.arm_pc = r->pc;
   uc->uc_mcontext.arm_sp = r->sp;
   uc->uc_mcontext.arm_r7 = r->fp;
@@ -101,7 +105,8 @@ void frame_regs_to_ucontext(ucontext_t *uc, const struct frame_regs *r) {
   uc->uc_mcontext.arm_fp = r->r11;
 }
 
-int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor) {
+int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor)
+{
   unw_cursor_t *c = unw_cursor;
   unw_word_t pc, sp, r7, r11, lr;
   if (unw_get_reg(c, UNW_REG_IP, &pc) < 0 || unw_get_reg(c, UNW_REG_SP, &sp) < 0 ||
@@ -119,7 +124,8 @@ int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor) {
 
 int frame_code_is_sigreturn(uintptr_t pc) { return sigreturn_kind(pc) != 0; }
 
-int frame_unwinder_signal_step(void *unw_cursor, ucontext_t *uc, uintptr_t pc) {
+int frame_unwinder_signal_step(void *unw_cursor, ucontext_t *uc, uintptr_t pc)
+{
   unw_cursor_t *c = unw_cursor;
   unw_word_t sp;
   int kind = sigreturn_kind(pc);
@@ -132,11 +138,13 @@ int frame_unwinder_signal_step(void *unw_cursor, ucontext_t *uc, uintptr_t pc) {
   return unw_init_local2(c, UNW_CONTEXT(uc), UNW_INIT_SIGNAL_FRAME) == 0;
 }
 
-int frame_is_sigreturn(uintptr_t pc) {
+int frame_is_sigreturn(uintptr_t pc)
+{
   return (pc & 1) == 0 && frame_memory_mapped(pc, FRAME_SIGRETURN_LEN) && frame_code_is_sigreturn(pc);
 }
 
-struct frame_recipe frame_ehabi_recipe(const struct ehabi_table *t, uintptr_t pc) {
+struct frame_recipe frame_ehabi_recipe(const struct ehabi_table *t, uintptr_t pc)
+{
   struct frame_recipe rc = {0, 0, 0, FRAME_NO_INFO, 0};
   const uint32_t *entry = ehabi_find(t, pc);
   if (!entry)
@@ -195,7 +203,8 @@ struct frame_recipe frame_ehabi_recipe(const struct ehabi_table *t, uintptr_t pc
 }
 
 enum frame_step_result frame_ehabi_step(const struct ehabi_table *t, uintptr_t pc, struct frame_regs *r,
-                                        uintptr_t lo, uintptr_t hi) {
+                                        uintptr_t lo, uintptr_t hi)
+{
   const uint32_t *entry = ehabi_find(t, pc);
   if (!entry)
     return FRAME_STEP_UNWINDER;

@@ -24,7 +24,8 @@ struct code {
   size_t npatch;
 };
 
-static void unpatch(const struct code *c, uintptr_t at, uint8_t *v, size_t len) {
+static void unpatch(const struct code *c, uintptr_t at, uint8_t *v, size_t len)
+{
   for (size_t i = 0; i < c->npatch; i++) {
     const struct arm_code_patch *w = &c->patch[i];
     for (size_t k = 0; k < len; k++)
@@ -33,7 +34,8 @@ static void unpatch(const struct code *c, uintptr_t at, uint8_t *v, size_t len) 
   }
 }
 
-static uint32_t rd16(const struct code *c, uintptr_t at) {
+static uint32_t rd16(const struct code *c, uintptr_t at)
+{
   uint16_t v;
   memcpy(&v, (const void *)at, sizeof v);
   if (c && c->npatch)
@@ -41,7 +43,8 @@ static uint32_t rd16(const struct code *c, uintptr_t at) {
   return v;
 }
 
-static uint32_t rd32(const struct code *c, uintptr_t at) {
+static uint32_t rd32(const struct code *c, uintptr_t at)
+{
   uint32_t v;
   memcpy(&v, (const void *)at, sizeof v);
   if (c && c->npatch)
@@ -65,7 +68,8 @@ struct literals {
   uintptr_t lo[MAX_LITERALS], hi[MAX_LITERALS];
 };
 
-static void literal_add(struct literals *l, uintptr_t at, uintptr_t len) {
+static void literal_add(struct literals *l, uintptr_t at, uintptr_t len)
+{
   if (l->n < MAX_LITERALS) {
     l->lo[l->n] = at;
     l->hi[l->n] = at + len;
@@ -74,7 +78,8 @@ static void literal_add(struct literals *l, uintptr_t at, uintptr_t len) {
 }
 
 /* The end of the literal data at p, or p. */
-static uintptr_t literal_skip(const struct literals *l, uintptr_t p) {
+static uintptr_t literal_skip(const struct literals *l, uintptr_t p)
+{
   for (int again = 1; again;) {
     again = 0;
     for (int i = 0; i < l->n; i++)
@@ -86,7 +91,8 @@ static uintptr_t literal_skip(const struct literals *l, uintptr_t p) {
   return p;
 }
 
-static void push_regs(struct state *s, uint32_t list) {
+static void push_regs(struct state *s, uint32_t list)
+{
   int n = __builtin_popcount(list);
   s->off += 4 * n;
   int32_t slot = -s->off;
@@ -106,7 +112,8 @@ static void push_regs(struct state *s, uint32_t list) {
 }
 
 /* Returns 0 when sp would rise above the caller's. */
-static int pop_regs(struct state *s, uint32_t list) {
+static int pop_regs(struct state *s, uint32_t list)
+{
   s->off -= 4 * __builtin_popcount(list);
   if (list & (1u << 14))
     s->ra_in_lr = 1;
@@ -122,7 +129,8 @@ static int pop_regs(struct state *s, uint32_t list) {
 enum decoded { D_OK, D_MISALIGNED, D_REFUSED };
 
 /* ThumbExpandImm / A32's rotated immediate, for the sp forms only. */
-static uint32_t thumb_expand_imm(uint32_t i12) {
+static uint32_t thumb_expand_imm(uint32_t i12)
+{
   if ((i12 >> 10) == 0) {
     uint32_t b = i12 & 0xff;
     switch ((i12 >> 8) & 3) {
@@ -136,13 +144,15 @@ static uint32_t thumb_expand_imm(uint32_t i12) {
   return v >> rot | v << (32 - rot);
 }
 
-static uint32_t a32_imm(uint32_t w) {
+static uint32_t a32_imm(uint32_t w)
+{
   uint32_t v = w & 0xff, rot = ((w >> 8) & 15) * 2;
   return rot ? v >> rot | v << (32 - rot) : v;
 }
 
 /* sp += delta (negative: down). */
-static int adjust(struct state *s, int64_t delta) {
+static int adjust(struct state *s, int64_t delta)
+{
   int64_t off = (int64_t)s->off - delta;
   if (off < 0 || off > (1 << 24))
     return 0;
@@ -152,7 +162,8 @@ static int adjust(struct state *s, int64_t delta) {
 
 /* A decoding that reached p: the state at the PC (end), if it is there. */
 static enum decoded decoded_at(uintptr_t p, uintptr_t end, const struct state *cur,
-                               struct state *out) {
+                               struct state *out)
+{
   if (p != end)
     return D_MISALIGNED;
   if (cur->unknown)
@@ -161,7 +172,8 @@ static enum decoded decoded_at(uintptr_t p, uintptr_t end, const struct state *c
   return D_OK;
 }
 
-static enum decoded decode_thumb(const struct code *c, uintptr_t start, uintptr_t end, struct state *out) {
+static enum decoded decode_thumb(const struct code *c, uintptr_t start, uintptr_t end, struct state *out)
+{
   struct state cur, body;
   memset(&cur, 0, sizeof cur);
   body = cur;
@@ -341,7 +353,8 @@ static enum decoded decode_thumb(const struct code *c, uintptr_t start, uintptr_
   return decoded_at(p, end, &cur, out);
 }
 
-static enum decoded decode_a32(const struct code *c, uintptr_t start, uintptr_t end, struct state *out) {
+static enum decoded decode_a32(const struct code *c, uintptr_t start, uintptr_t end, struct state *out)
+{
   struct state cur, body;
   memset(&cur, 0, sizeof cur);
   body = cur;
@@ -437,7 +450,8 @@ static enum decoded decode_a32(const struct code *c, uintptr_t start, uintptr_t 
 }
 
 /* Whether the halfword(s) at `at` (Thumb) save lr on the stack. */
-static int thumb_saves_lr(const struct code *c, uintptr_t at, uintptr_t end) {
+static int thumb_saves_lr(const struct code *c, uintptr_t at, uintptr_t end)
+{
   uint32_t h = rd16(c, at);
   if ((h & 0xff00) == 0xb500)
     return 1;
@@ -447,7 +461,8 @@ static int thumb_saves_lr(const struct code *c, uintptr_t at, uintptr_t end) {
   return (h == 0xe92d && (h2 & 0xe000) == 0x4000) || (h == 0xf84d && h2 == 0xed04);
 }
 
-static int thumb_returns(const struct code *c, uintptr_t at, uintptr_t end) {
+static int thumb_returns(const struct code *c, uintptr_t at, uintptr_t end)
+{
   uint32_t h = rd16(c, at);
   if (h == 0x4770 || (h & 0xff00) == 0xbd00)
     return 1;
@@ -456,13 +471,15 @@ static int thumb_returns(const struct code *c, uintptr_t at, uintptr_t end) {
 
 static int a32_saves_lr(uint32_t w) { return (w & 0xffffe000) == 0xe92d4000 || w == 0xe52de004; }
 
-static int a32_returns(uint32_t w) {
+static int a32_returns(uint32_t w)
+{
   return w == 0xe12fff1e || (w & 0xffff8000) == 0xe8bd8000 || w == 0xe49df004;
 }
 
 /* A varargs function spills r0-r3 (or makes room) before it saves lr:
  * the instruction just before the push belongs to the prologue. */
-static uintptr_t spill_before(const struct code *c, uintptr_t at, uintptr_t lo, int thumb) {
+static uintptr_t spill_before(const struct code *c, uintptr_t at, uintptr_t lo, int thumb)
+{
   if (thumb) {
     if (at < lo + 2)
       return at;
@@ -482,7 +499,8 @@ static uintptr_t spill_before(const struct code *c, uintptr_t at, uintptr_t lo, 
 
 /* Whether the code at `at` moves sp down without saving lr: a leaf's
  * prologue (push without lr, sub sp). */
-static int thumb_leaf_prologue(const struct code *c, uintptr_t at, uintptr_t end) {
+static int thumb_leaf_prologue(const struct code *c, uintptr_t at, uintptr_t end)
+{
   uint32_t h = rd16(c, at);
   if ((h & 0xff00) == 0xb400 || (h & 0xff80) == 0xb080)
     return 1;
@@ -492,14 +510,16 @@ static int thumb_leaf_prologue(const struct code *c, uintptr_t at, uintptr_t end
   return (h == 0xe92d && !(h2 & 0xe000)) || (h == 0xf84d && (h2 & 0x0fff) == 0x0d04);
 }
 
-static int a32_leaf_prologue(uint32_t w) {
+static int a32_leaf_prologue(uint32_t w)
+{
   return (w & 0xffffe000) == 0xe92d0000 || (w & 0xffff0fff) == 0xe52d0004 ||
          (w & 0xfffff000) == 0xe24dd000;
 }
 
 enum arm_prologue_result arm_prologue_read(uintptr_t lo, uintptr_t end, int thumb,
                                            const struct arm_code_patch *patch, size_t npatch,
-                                           struct arm_prologue *out) {
+                                           struct arm_prologue *out)
+{
   const struct code code = {patch, npatch}, *c = &code;
   memset(out, 0, sizeof *out);
   unsigned step = thumb ? 2 : 4;
@@ -557,7 +577,8 @@ enum arm_prologue_result arm_prologue_read(uintptr_t lo, uintptr_t end, int thum
   return res;
 }
 
-int arm_follows_call(uintptr_t ra) {
+int arm_follows_call(uintptr_t ra)
+{
   if (ra & 1) {
     uintptr_t a = ra & ~(uintptr_t)1;
     uint32_t h1 = rd16(NULL, a - 4), h2 = rd16(NULL, a - 2);
@@ -575,7 +596,8 @@ int arm_follows_call(uintptr_t ra) {
   return (w & 0x0ffffff0) == 0x012fff30; /* blx rm */
 }
 
-int arm_call_target(uintptr_t ra, uintptr_t *target) {
+int arm_call_target(uintptr_t ra, uintptr_t *target)
+{
   if (ra & 1) {
     uintptr_t a = ra & ~(uintptr_t)1;
     uint32_t h1 = rd16(NULL, a - 4), h2 = rd16(NULL, a - 2);
@@ -607,7 +629,8 @@ int arm_call_target(uintptr_t ra, uintptr_t *target) {
 /* Whether [at, at + 2) (Thumb) ends the code before it: a return, an
  * unconditional branch (a tail call), or the second half of pop.w {..., pc}
  * or b.w, with [lo, at + 2) readable. */
-static int thumb_ends_before(uintptr_t lo, uintptr_t at) {
+static int thumb_ends_before(uintptr_t lo, uintptr_t at)
+{
   uint32_t h = rd16(NULL, at);
   if (h == 0x4770 || (h & 0xff00) == 0xbd00 || (h & 0xf800) == 0xe000)
     return 1; /* bx lr, pop {..., pc}, b.n */
@@ -617,7 +640,8 @@ static int thumb_ends_before(uintptr_t lo, uintptr_t at) {
   return (h1 == 0xe8bd && (h & 0x8000)) || ((h1 & 0xf800) == 0xf000 && (h & 0xd000) == 0x9000);
 }
 
-int arm_function_entry(uintptr_t lo, uintptr_t pc) {
+int arm_function_entry(uintptr_t lo, uintptr_t pc)
+{
   /* Thumb: push {..., lr} / push.w / str.w lr, [sp, #-4]! after the end of
    * the code before it, nop padding between. */
   if (pc >= lo + 2 && thumb_saves_lr(NULL, pc, pc + 4)) {

@@ -183,14 +183,16 @@ struct frame_recipe {
   uint8_t flags;     /* FRAME_FP_SAVED, FRAME_SIGNAL, FRAME_RA_IN_LR, FRAME_EHABI */
 };
 
-static inline int frame_recipe_same(struct frame_recipe a, struct frame_recipe b) {
+static inline int frame_recipe_same(struct frame_recipe a, struct frame_recipe b)
+{
   return a.cfa_offset == b.cfa_offset && a.fp_offset == b.fp_offset &&
          a.ra_offset == b.ra_offset && a.kind == b.kind && a.flags == b.flags;
 }
 
 /* A return address as read from the stack or the link register, as a code
  * address (pointer-authentication signature stripped where there is one). */
-static inline uintptr_t frame_code_address(uintptr_t ra) {
+static inline uintptr_t frame_code_address(uintptr_t ra)
+{
 #ifdef FRAME_CODE_ADDRESS_MASK
   return ra & FRAME_CODE_ADDRESS_MASK;
 #else
@@ -232,7 +234,8 @@ enum frame_step_result {
  * success r->pc is the caller's return address (not yet adjusted for
  * symbolisation). */
 static inline enum frame_step_result frame_step(struct frame_regs *r, struct frame_recipe rc,
-                                                uintptr_t lo, uintptr_t hi) {
+                                                uintptr_t lo, uintptr_t hi)
+{
   uintptr_t cfa, fp_base, ra;
   switch (rc.kind) {
   case FRAME_CFA_SP: cfa = fp_base = r->sp + (intptr_t)rc.cfa_offset; break;
@@ -369,12 +372,14 @@ int frame_unwinder_signal_step(void *unw_cursor, ucontext_t *uc, uintptr_t pc);
 #if defined(__i386__)
 #define FRAME_PC_THUNK_BEFORE 3
 #define FRAME_PC_THUNK_AFTER 4
-static inline int frame_pc_thunk_mov(const unsigned char *c) {
+static inline int frame_pc_thunk_mov(const unsigned char *c)
+{
   /* 8b /r with mod 00, r/m 100 and SIB 0x24 ([%esp]), any register but %esp */
   return c[0] == 0x8b && (c[1] & 0xc7) == 0x04 && (c[1] & 0x38) != 0x20 && c[2] == 0x24 &&
          c[3] == 0xc3;
 }
-static inline int frame_code_is_pc_thunk(uintptr_t pc) {
+static inline int frame_code_is_pc_thunk(uintptr_t pc)
+{
   const unsigned char *c = (const unsigned char *)pc;
   return frame_pc_thunk_mov(c) || (c[0] == 0xc3 && frame_pc_thunk_mov(c - 3));
 }
@@ -386,7 +391,8 @@ int frame_unwinder_pc_thunk_step(void *unw_cursor, ucontext_t *uc);
 #else
 #define FRAME_PC_THUNK_BEFORE 0
 #define FRAME_PC_THUNK_AFTER 0
-static inline int frame_code_is_pc_thunk(uintptr_t pc) {
+static inline int frame_code_is_pc_thunk(uintptr_t pc)
+{
   (void)pc;
   return 0;
 }
@@ -422,7 +428,8 @@ static inline int frame_code_is_pc_thunk(uintptr_t pc) {
 #ifdef FRAME_RECORD_CALLER_SP
 /* The registers of the caller of the function whose frame record is at
  * `record` (its frame pointer), at the return address. */
-static inline void frame_regs_from_record(struct frame_regs *r, const uintptr_t *record) {
+static inline void frame_regs_from_record(struct frame_regs *r, const uintptr_t *record)
+{
   r->pc = record[FRAME_RECORD_RA];
   r->sp = (uintptr_t)record + FRAME_RECORD_CALLER_SP;
   r->fp = record[FRAME_RECORD_FP];

@@ -24,7 +24,8 @@ const struct frame_arch frame_arch = {
                  .flags = FRAME_FP_SAVED},
 };
 
-void frame_regs_from_ucontext(struct frame_regs *r, const ucontext_t *uc) {
+void frame_regs_from_ucontext(struct frame_regs *r, const ucontext_t *uc)
+{
   r->pc = (uintptr_t)uc->uc_mcontext.gregs[REG_EIP];
   r->sp = (uintptr_t)uc->uc_mcontext.gregs[REG_ESP];
   r->fp = (uintptr_t)uc->uc_mcontext.gregs[REG_EBP];
@@ -36,7 +37,8 @@ void frame_regs_from_ucontext(struct frame_regs *r, const ucontext_t *uc) {
 static const unsigned char sigreturn_code[8] = {0x58, 0xb8, 0x77, 0x00, 0x00, 0x00, 0xcd, 0x80};
 static const unsigned char rt_sigreturn_code[7] = {0xb8, 0xad, 0x00, 0x00, 0x00, 0xcd, 0x80};
 
-static int code_is(const unsigned char *code, const unsigned char *seq, int len) {
+static int code_is(const unsigned char *code, const unsigned char *seq, int len)
+{
   for (int i = 0; i < len; i++)
     if (code[i] != seq[i])
       return 0;
@@ -56,7 +58,8 @@ static int code_is(const unsigned char *code, const unsigned char *seq, int len)
  * context at the stack pointer. glibc's mcontext_t starts with the kernel's
  * sigcontext's registers, in its order. The caller has checked that the
  * code at pc and the three words at sp are readable. */
-static const mcontext_t *signal_context(uintptr_t pc, uintptr_t sp) {
+static const mcontext_t *signal_context(uintptr_t pc, uintptr_t sp)
+{
   const unsigned char *code = (const unsigned char *)pc;
   if (code_is(code, rt_sigreturn_code, sizeof rt_sigreturn_code))
     return &((const ucontext_t *)(uintptr_t) * (const uint32_t *)(sp + 2 * sizeof(uint32_t)))
@@ -68,7 +71,8 @@ static const mcontext_t *signal_context(uintptr_t pc, uintptr_t sp) {
   return NULL;
 }
 
-int frame_regs_from_signal_frame(struct frame_regs *r, uintptr_t lo, uintptr_t hi) {
+int frame_regs_from_signal_frame(struct frame_regs *r, uintptr_t lo, uintptr_t hi)
+{
   /* The trampoline's code is mapped: the walker derived its recipe from
    * the unwind data that covers it. */
   if (r->sp < lo || r->sp > hi - 3 * sizeof(uint32_t))
@@ -86,7 +90,8 @@ int frame_regs_from_signal_frame(struct frame_regs *r, uintptr_t lo, uintptr_t h
   return 1;
 }
 
-int frame_unwinder_signal_step(void *unw_cursor, ucontext_t *uc, uintptr_t pc) {
+int frame_unwinder_signal_step(void *unw_cursor, ucontext_t *uc, uintptr_t pc)
+{
   unw_cursor_t *c = unw_cursor;
   unw_word_t sp;
   if (unw_get_reg(c, UNW_REG_SP, &sp) < 0 || !frame_memory_mapped(pc, FRAME_SIGRETURN_LEN) ||
@@ -100,13 +105,15 @@ int frame_unwinder_signal_step(void *unw_cursor, ucontext_t *uc, uintptr_t pc) {
   return unw_init_local2(c, UNW_CONTEXT(uc), UNW_INIT_SIGNAL_FRAME) == 0;
 }
 
-void frame_regs_to_ucontext(ucontext_t *uc, const struct frame_regs *r) {
+void frame_regs_to_ucontext(ucontext_t *uc, const struct frame_regs *r)
+{
   uc->uc_mcontext.gregs[REG_EIP] = (greg_t)r->pc;
   uc->uc_mcontext.gregs[REG_ESP] = (greg_t)r->sp;
   uc->uc_mcontext.gregs[REG_EBP] = (greg_t)r->fp;
 }
 
-int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor) {
+int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor)
+{
   unw_cursor_t *c = unw_cursor;
   unw_word_t pc, sp, fp;
   if (unw_get_reg(c, UNW_REG_IP, &pc) < 0 || unw_get_reg(c, UNW_REG_SP, &sp) < 0 ||
@@ -118,7 +125,8 @@ int frame_regs_from_unwinder(struct frame_regs *r, void *unw_cursor) {
   return 1;
 }
 
-int frame_unwinder_pc_thunk_step(void *unw_cursor, ucontext_t *uc) {
+int frame_unwinder_pc_thunk_step(void *unw_cursor, ucontext_t *uc)
+{
   static const struct {
     unsigned char unw, greg;
   } regs[] = {{UNW_X86_EAX, REG_EAX}, {UNW_X86_EBX, REG_EBX}, {UNW_X86_ECX, REG_ECX},
@@ -141,12 +149,14 @@ int frame_unwinder_pc_thunk_step(void *unw_cursor, ucontext_t *uc) {
   return unw_init_local(c, UNW_CONTEXT(uc)) == 0;
 }
 
-int frame_code_is_sigreturn(uintptr_t pc) {
+int frame_code_is_sigreturn(uintptr_t pc)
+{
   const unsigned char *code = (const unsigned char *)pc;
   return code_is(code, sigreturn_code, sizeof sigreturn_code) ||
          code_is(code, rt_sigreturn_code, sizeof rt_sigreturn_code);
 }
 
-int frame_is_sigreturn(uintptr_t pc) {
+int frame_is_sigreturn(uintptr_t pc)
+{
   return frame_memory_mapped(pc, FRAME_SIGRETURN_LEN) && frame_code_is_sigreturn(pc);
 }

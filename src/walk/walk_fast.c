@@ -107,7 +107,8 @@ struct walk_memo {
 
 /* The thread-cache value of a compressed recipe; 0 if it has none (then
  * the walk takes its slow step). */
-static inline uint64_t tc_value(uint32_t bits) {
+static inline uint64_t tc_value(uint32_t bits)
+{
   uint32_t form = recipe_form(bits);
   uint64_t cfa = recipe_cfa_bytes(bits), v = cfa, ra_off;
   uint64_t gap = 1; /* words from the return address's slot down to the FP's */
@@ -140,7 +141,8 @@ static inline uint64_t tc_value(uint32_t bits) {
 /* A call pushes the return address: it is at CFA - 8 in every frame. */
 #define TC_FP_SHIFT 40 /* FP saved at CFA - (value >> 40); 0: not saved */
 
-static inline uint64_t tc_value(uint32_t bits) {
+static inline uint64_t tc_value(uint32_t bits)
+{
   if (recipe_form(bits) != RC_FORM_CALL)
     return 0;
   uint64_t v = recipe_cfa_bytes(bits);
@@ -191,7 +193,8 @@ static IE_TLS int memo_busy; /* a walk on this thread is using the memo */
 static pthread_key_t memo_key;
 static pthread_once_t memo_key_once = PTHREAD_ONCE_INIT;
 
-static void memo_release(void *memo) {
+static void memo_release(void *memo)
+{
   thread_memo = NULL;
   atomic_signal_fence(memory_order_seq_cst); /* no signal walk sees it from here */
   igprof_pages_free(memo, sizeof(struct thread_memo));
@@ -199,7 +202,8 @@ static void memo_release(void *memo) {
 
 static void memo_key_create(void) { pthread_key_create(&memo_key, memo_release); }
 
-static void memo_thread_init(void) {
+static void memo_thread_init(void)
+{
   if (thread_memo)
     return;
   pthread_once(&memo_key_once, memo_key_create);
@@ -210,7 +214,8 @@ static void memo_thread_init(void) {
   pthread_setspecific(memo_key, m);
 }
 
-void igprof_walk_fast_thread_init(void) {
+void igprof_walk_fast_thread_init(void)
+{
   memo_thread_init();
   pthread_attr_t attr;
   void *addr;
@@ -229,7 +234,8 @@ void igprof_walk_fast_stats(struct walk_fast_stats *out) { *out = thread_stats; 
 /* ---- the walk ------------------------------------------------------------ */
 
 __attribute__((noinline)) int region_of_alt(uintptr_t sp, int interrupted,
-                                                   struct region *out) {
+                                                   struct region *out)
+{
   uintptr_t below = interrupted ? frame_arch.red_zone : 0;
   stack_t ss;
   thread_stats.kernel_calls++;
@@ -243,7 +249,8 @@ __attribute__((noinline)) int region_of_alt(uintptr_t sp, int interrupted,
 
 /* The registers of a frame reached by recipes (or a join): its caller's
  * link register is unknown; r11 (ARM32, frame.h) is the caller's to set. */
-static inline void regs_set(struct frame_regs *r, uintptr_t pc, uintptr_t sp, uintptr_t fp) {
+static inline void regs_set(struct frame_regs *r, uintptr_t pc, uintptr_t sp, uintptr_t fp)
+{
   r->pc = pc;
   r->sp = sp;
   r->fp = fp;
@@ -259,7 +266,8 @@ static inline void regs_set(struct frame_regs *r, uintptr_t pc, uintptr_t sp, ui
  * the signal frame (frame_regs_from_signal_frame: AArch64), within the
  * stack's bounds; 0 where that is left to libunwind. The interrupted frame
  * comes with its link register, and its PC is exact. */
-static int signal_frame_step(struct walk *w) {
+static int signal_frame_step(struct walk *w)
+{
   struct frame_regs next = w->regs;
   struct region stack;
   if (!frame_regs_from_signal_frame(&next, w->stack.lo, w->stack.hi) ||
@@ -279,7 +287,8 @@ void igprof_walk_fast_set_prologues(int on) { read_prologues = on; }
 
 
 /* The general step: any recipe, libunwind for what recipes cannot do. */
-__attribute__((noinline)) static enum step step_slow(struct walk *w) {
+__attribute__((noinline)) static enum step step_slow(struct walk *w)
+{
   int known;
   uintptr_t lookup_pc = w->exact ? w->regs.pc : w->regs.pc - 1;
   struct frame_recipe rc = recipe_for(lookup_pc, &known);
@@ -348,7 +357,8 @@ __attribute__((noinline)) static enum step step_slow(struct walk *w) {
  * with SP/FP arithmetic and two stack loads. Anything else goes through
  * step_slow, which starts over from the unchanged registers. */
 static inline __attribute__((always_inline)) enum step step(struct walk *w,
-                                                           uint64_t *fast_frames) {
+                                                           uint64_t *fast_frames)
+{
   uint32_t bits;
   if (__builtin_expect(cache_get(pc_cache, w->regs.pc - (w->exact ? 0 : 1), &bits), 1) &&
       frame_step(&w->regs, recipe_expand(bits), w->stack.lo, w->stack.hi) == FRAME_STEP_OK) {
@@ -386,7 +396,8 @@ enum run_end { RUN_SLOW, RUN_END, RUN_FULL };
 #define MEMO_RESTEP ((uintptr_t)1)
 
 __attribute__((noinline)) static int memo_restep_holds(const struct memo_frame *f, int k,
-                                                       uintptr_t lo, uintptr_t span) {
+                                                       uintptr_t lo, uintptr_t span)
+{
   int known;
   struct frame_recipe rc = recipe_for(f[k].pc - 1, &known);
   if (known != 1)
@@ -402,7 +413,8 @@ __attribute__((noinline)) static int memo_restep_holds(const struct memo_frame *
 }
 
 static inline int memo_step_holds(const struct memo_frame *f, int k, uintptr_t lo,
-                                  uintptr_t span) {
+                                  uintptr_t span)
+{
   if (__builtin_expect(f[k].ra_at == MEMO_RESTEP, 0))
     return memo_restep_holds(f, k, lo, span);
   const uintptr_t *fp_slot = f[k].fp_at ? (const uintptr_t *)f[k].fp_at : &f[k + 1].fp;
@@ -412,7 +424,8 @@ static inline int memo_step_holds(const struct memo_frame *f, int k, uintptr_t l
 
 /* Whether the outermost frame of a record, which read a null return
  * address from `ra_at` (0: it had none to read), would end there again. */
-static inline int memo_end_holds(uintptr_t ra_at, uintptr_t lo, uintptr_t span) {
+static inline int memo_end_holds(uintptr_t ra_at, uintptr_t lo, uintptr_t span)
+{
   return !ra_at || (ra_at - lo <= span && frame_code_address(*(const uintptr_t *)ra_at) == 0);
 }
 
@@ -423,7 +436,8 @@ static inline int memo_end_holds(uintptr_t ra_at, uintptr_t lo, uintptr_t span) 
  * A slot s may be read if lo <= s <= lo + span: s - lo <= span, one
  * compare (a null slot fails it too, lo being far above 0). */
 static inline int memo_verify(const struct walk_memo *m, int p, int from, uintptr_t lo,
-                              uintptr_t span) {
+                              uintptr_t span)
+{
   const struct memo_frame *f = m->frames;
   int last = m->count - 1;
   if (from > last) {
@@ -450,7 +464,8 @@ static inline int memo_verify(const struct walk_memo *m, int p, int from, uintpt
   return ok_from;
 }
 __attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo *prev, int p, uintptr_t *pcs,
-                     int *n_io, int max, uintptr_t lo, uintptr_t top) {
+                     int *n_io, int max, uintptr_t lo, uintptr_t top)
+{
   const struct memo_frame *f = prev->frames;
   int last = prev->count - 1;
   int n = *n_io, i = n - 1, tail = last - p + 1;
@@ -547,7 +562,8 @@ __attribute__((noinline)) static int memo_join(struct walk *w, struct walk_memo 
  * previous walk is looked at only when sp reaches memo_sp, the stack
  * pointer of its next candidate frame. */
 static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *w, uintptr_t *pcs,
-                                                                  int *n_io, int max) {
+                                                                  int *n_io, int max)
+{
   uintptr_t pc = w->regs.pc, sp = w->regs.sp, fp = w->regs.fp;
 #ifdef FRAME_EHABI_TABLES
   uintptr_t r11 = w->regs.r11;
@@ -695,27 +711,31 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
 
 
 /* The first slot of the set a start (pc, sp) belongs to. */
-static inline unsigned memo_set_of(uintptr_t pc, uintptr_t sp) {
+static inline unsigned memo_set_of(uintptr_t pc, uintptr_t sp)
+{
   uint64_t h = ((uint64_t)pc ^ (uint64_t)sp * 0x9e3779b97f4a7c15ull) * 0xc2b2ae3d27d4eb4full;
   return (unsigned)(h >> 58) % (MEMO_KEYS / MEMO_WAYS) * MEMO_WAYS;
 }
 
 /* The slot whose record starts at (pc, sp), or -1. */
 static inline int memo_find(const struct thread_memo *tm, uintptr_t pc, uintptr_t sp,
-                            unsigned set) {
+                            unsigned set)
+{
   for (unsigned k = set; k < set + MEMO_WAYS; k++)
     if (tm->start[k].pc == pc && tm->start[k].sp == sp)
       return (int)k;
   return -1;
 }
 
-static inline int memo_usable(const struct walk_memo *m, const struct module_snapshot *s) {
+static inline int memo_usable(const struct walk_memo *m, const struct module_snapshot *s)
+{
   return m && m->snapshot == s && m->complete && m->count > 0;
 }
 
 /* Take this thread's memos for the walk, unless a walk interrupted by this
  * signal handler holds them. The walk starts at w->regs. */
-static void memo_begin(struct walk *w, const struct module_snapshot *s) {
+static void memo_begin(struct walk *w, const struct module_snapshot *s)
+{
   struct thread_memo *tm = thread_memo;
   w->prev = w->cur = NULL;
   w->join_at = 0;
@@ -759,7 +779,8 @@ static void memo_begin(struct walk *w, const struct module_snapshot *s) {
   w->cur->top = w->stack.hi - sizeof(uintptr_t);
 }
 
-static void memo_end(struct walk *w, int n, int complete) {
+static void memo_end(struct walk *w, int n, int complete)
+{
   if (!w->cur)
     return;
   struct thread_memo *tm = thread_memo;
@@ -783,7 +804,8 @@ static void memo_end(struct walk *w, int n, int complete) {
 /* The common loop: record from the first frame whose pc is `skip_until`
  * (0: from the start), at most `max` frames. */
 static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_until,
-                    int *truncated) {
+                    int *truncated)
+{
   const struct module_snapshot *s = atomic_load_explicit(&current_snapshot, memory_order_acquire);
   thread_stats.walks++;
   if (truncated)
@@ -883,7 +905,8 @@ static int walk_run(struct walk *w, uintptr_t *pcs, int max, uintptr_t skip_unti
 /* Every field set one by one: an initializer zeroes the whole structure,
  * which GCC does with a `rep stos`, whose start-up alone costs several
  * nanoseconds per walk. */
-static inline void walk_init(struct walk *w, int exact, const ucontext_t *uc) {
+static inline void walk_init(struct walk *w, int exact, const ucontext_t *uc)
+{
   w->exact = exact;
   w->stack.lo = w->stack.hi = 0;
   w->uc = uc;
@@ -920,7 +943,8 @@ struct repeat_check {
 };
 
 static inline int memo_repeat(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_t *pcs, int max,
-                              struct repeat_check *checked) {
+                              struct repeat_check *checked)
+{
   struct thread_memo *tm = thread_memo;
   checked->record = NULL;
   if (!tm || memo_busy || !tm->spare || sp < stack_lo || sp >= stack_hi)
@@ -977,7 +1001,8 @@ static inline int memo_repeat(uintptr_t pc, uintptr_t sp, uintptr_t fp, uintptr_
 /* A hook walk from the registers of the hook's caller, if `caller` is at
  * caller_ret (memo_repeat first), else stepping on to it. */
 static int walk_from_caller(const struct frame_regs *caller, uintptr_t *pcs, int max,
-                            void *caller_ret, int *truncated) {
+                            void *caller_ret, int *truncated)
+{
   struct repeat_check checked = {NULL, -1, 0, 0};
   if (caller->pc == (uintptr_t)caller_ret) {
     int n = memo_repeat(caller->pc, caller->sp, caller->fp, pcs, max, &checked);
@@ -1002,7 +1027,8 @@ static int walk_from_caller(const struct frame_regs *caller, uintptr_t *pcs, int
 /* A walk from a frame record (frame.h): from the registers of the caller
  * of the function that owns the record. */
 static int walk_from_record(const uintptr_t *record, uintptr_t *pcs, int max, void *caller_ret,
-                            int *truncated) {
+                            int *truncated)
+{
   struct frame_regs caller;
   frame_regs_from_record(&caller, record);
   return walk_from_caller(&caller, pcs, max, caller_ret, truncated);
@@ -1016,7 +1042,8 @@ static int walk_from_record(const uintptr_t *record, uintptr_t *pcs, int max, vo
  * the general way, which derives it. The frame `here` describes must still
  * be live: the caller does not return (or tail-call) before the walk ends. */
 static int walk_from_here(const struct frame_regs *here, uintptr_t *pcs, int max,
-                          void *caller_ret, int *truncated) {
+                          void *caller_ret, int *truncated)
+{
   struct region stack;
   struct frame_regs r = *here;
   /* A code address, as the walk's PCs are (ARM32: without the Thumb bit). */
@@ -1044,7 +1071,8 @@ static int walk_from_here(const struct frame_regs *here, uintptr_t *pcs, int max
  * step: they follow from its frame record. That saves a lookup and a step
  * (about a fifth of a 10-frame walk) on every hook walk. */
 __attribute__((noinline, optimize("no-omit-frame-pointer"))) int
-igprof_walk_fast_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *truncated) {
+igprof_walk_fast_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *truncated)
+{
   int n = walk_from_record(__builtin_frame_address(0), pcs, max, caller_ret, truncated);
   /* Not a tail call: that would pop this frame's record before the walk
    * reads it, and the callee's pushes would overwrite it. */
@@ -1053,7 +1081,8 @@ igprof_walk_fast_from_hook(uintptr_t *pcs, int max, void *caller_ret, int *trunc
 }
 #elif !defined(FRAME_RECORD_CALLER_SP)
 __attribute__((noinline)) int igprof_walk_fast_from_hook(uintptr_t *pcs, int max,
-                                                         void *caller_ret, int *truncated) {
+                                                         void *caller_ret, int *truncated)
+{
   struct frame_regs here;
   FRAME_REGS_HERE(&here);
   int n = walk_from_here(&here, pcs, max, caller_ret, truncated);
@@ -1062,7 +1091,8 @@ __attribute__((noinline)) int igprof_walk_fast_from_hook(uintptr_t *pcs, int max
 }
 #else
 __attribute__((noinline)) int igprof_walk_fast_from_hook(uintptr_t *pcs, int max,
-                                                         void *caller_ret, int *truncated) {
+                                                         void *caller_ret, int *truncated)
+{
   struct walk w;
   walk_init(&w, 1, NULL);
   FRAME_REGS_HERE(&w.regs);
@@ -1076,7 +1106,8 @@ __attribute__((noinline)) int igprof_walk_fast_from_hook(uintptr_t *pcs, int max
  * the profiler's own frames. Elsewhere the record only vouches for the
  * caller, and the walk steps out to it from here, as a hook walk does. */
 int igprof_walk_fast_from_frame(uintptr_t *pcs, int max, void *caller_ret, const void *frame,
-                                int *truncated) {
+                                int *truncated)
+{
 #if FRAME_RECORD_AT_FP
   const uintptr_t *f = frame;
   if (!f || frame_code_address(f[FRAME_RECORD_RA]) != (uintptr_t)caller_ret)
@@ -1097,7 +1128,8 @@ int igprof_walk_fast_from_frame(uintptr_t *pcs, int max, void *caller_ret, const
  * tail calls: the hook's walk keeps nothing of this frame (a fallback
  * after igprof_walk_fast_from_frame's refusal would save the arguments). */
 int igprof_walk_fast_from_hook_frame(uintptr_t *pcs, int max, void *caller_ret, const void *frame,
-                                     int *truncated) {
+                                     int *truncated)
+{
 #if FRAME_RECORD_AT_FP && defined(FRAME_RECORD_CALLER_SP)
   const uintptr_t *f = frame;
   if (f && frame_code_address(f[FRAME_RECORD_RA]) == (uintptr_t)caller_ret)
@@ -1108,7 +1140,8 @@ int igprof_walk_fast_from_hook_frame(uintptr_t *pcs, int max, void *caller_ret, 
   return igprof_walk_fast_from_hook(pcs, max, caller_ret, truncated);
 }
 
-int igprof_walk_fast_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated) {
+int igprof_walk_fast_from_signal(uintptr_t *pcs, int max, const ucontext_t *uc, int *truncated)
+{
   struct walk w;
   walk_init(&w, 1, uc);
   frame_regs_from_ucontext(&w.regs, uc);

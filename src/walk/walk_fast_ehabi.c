@@ -11,7 +11,8 @@
  * table, found again as recipe_for finds it: no close under way, then
  * the current snapshot. What the interpreter does not take is libunwind's;
  * a stack it cannot read ends the walk, as a recipe's step would. */
-enum step ehabi_interpret(struct walk *w, uintptr_t pc, struct frame_recipe rc, int known) {
+enum step ehabi_interpret(struct walk *w, uintptr_t pc, struct frame_recipe rc, int known)
+{
   if (atomic_load_explicit(&closes_in_progress, memory_order_seq_cst) != 0) {
     thread_stats.derivations_refused++;
     return w->uc ? STEP_CUT : unwinder_step(w, rc, known);
@@ -39,7 +40,8 @@ enum step ehabi_interpret(struct walk *w, uintptr_t pc, struct frame_recipe rc, 
 #ifdef FRAME_EHABI_TABLES
 /* Whether `ra` (as a call leaves it in lr: with the Thumb bit of Thumb
  * callers) lies in a module's code just after a call. */
-static int prologue_ra_valid(const struct module_snapshot *s, uintptr_t ra) {
+static int prologue_ra_valid(const struct module_snapshot *s, uintptr_t ra)
+{
   uintptr_t a = frame_code_address(ra);
   const struct fast_module *m = module_of(s, a);
   return m && a >= m->text_start + 4 && module_readable(m, a - 4, 4) && arm_follows_call(ra);
@@ -53,7 +55,8 @@ static int prologue_ra_valid(const struct module_snapshot *s, uintptr_t ra) {
  * return address after a call in a module's code. 0: not so. */
 static int prologue_next(const struct walk *w, const struct module_snapshot *s,
                          const struct arm_prologue *pr, int from_lr, uintptr_t lr_raw,
-                         struct frame_regs *next) {
+                         struct frame_regs *next)
+{
   uintptr_t sp = w->regs.sp, lo = w->stack.lo, top = w->stack.hi - sizeof(uintptr_t);
   uintptr_t cfa = sp + (uintptr_t)(intptr_t)pr->cfa, ra;
   if (cfa < sp || cfa > w->stack.hi || (!from_lr && cfa == sp))
@@ -94,7 +97,8 @@ static int prologue_next(const struct walk *w, const struct module_snapshot *s,
  * it: tried as Thumb, then as A32). */
 static int prologue_leaf_next(const struct walk *w, const struct module_snapshot *s,
                               const struct arm_prologue *pr, uintptr_t lr_raw, uintptr_t end,
-                              struct frame_regs *next) {
+                              struct frame_regs *next)
+{
   (void)end;
   if (lr_raw & 1)
     return prologue_next(w, s, pr, 1, lr_raw, next);
@@ -111,7 +115,8 @@ static int prologue_leaf_next(const struct walk *w, const struct module_snapshot
  * derive_recipe does. */
 static enum arm_prologue_result prologue_shape(const struct module_snapshot *s, uintptr_t lo, uintptr_t end,
                                                int thumb, const struct arm_code_patch *patch, size_t npatch,
-                                               struct arm_prologue *pr) {
+                                               struct arm_prologue *pr)
+{
   uint32_t i = (uint32_t)((end >> 1) ^ (thumb ? SHAPE_CACHE_SIZE / 2 : 0)) & (SHAPE_CACHE_SIZE - 1);
   uint64_t name = 1u | (uint64_t)(thumb != 0) << 1 | (uint64_t)((end >> 13) & 0x7ffff) << 5;
   const uint64_t name_mask = 3u | (uint64_t)0x7ffff << 5;
@@ -151,7 +156,8 @@ static enum arm_prologue_result prologue_shape(const struct module_snapshot *s, 
  * still in lr: taken first where no push was found or a return lies
  * between the push and the PC (the push may be another function's), last
  * otherwise. 0: the walk ends here, as before. */
-int prologue_step(struct walk *w, uintptr_t lookup_pc) {
+int prologue_step(struct walk *w, uintptr_t lookup_pc)
+{
   if (!read_prologues)
     return -1;
   if (atomic_load_explicit(&closes_in_progress, memory_order_seq_cst) != 0)

@@ -110,7 +110,8 @@ struct region {
 int region_of_alt(uintptr_t sp, int interrupted, struct region *out);
 
 /* The thread's own stack inline (every walk asks), the signal stack apart. */
-static inline int region_of(uintptr_t sp, int interrupted, struct region *out) {
+static inline int region_of(uintptr_t sp, int interrupted, struct region *out)
+{
   if (__builtin_expect(sp >= stack_lo && sp < stack_hi, 1)) {
     *out = (struct region){sp - (interrupted ? frame_arch.red_zone : 0), stack_hi};
     return 1;

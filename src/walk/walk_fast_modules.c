@@ -12,7 +12,8 @@
 
 /* ---- bump allocator for records that live forever ------------------------ */
 
-static void *forever_alloc(size_t bytes) {
+static void *forever_alloc(size_t bytes)
+{
   static uint8_t *cur, *end;
   bytes = (bytes + 15) & ~(size_t)15;
   if (!cur || (size_t)(end - cur) < bytes) {
@@ -36,7 +37,8 @@ pthread_mutex_t rebuild_lock = PTHREAD_MUTEX_INITIALIZER;
 /* ---- module table construction (outside signal context) ------------------ */
 
 static struct table_record *find_or_add_record(struct dl_phdr_info *info, const void *hdr,
-                                            const struct eh_frame_segment *segs, int nsegs) {
+                                            const struct eh_frame_segment *segs, int nsegs)
+{
   struct stat st;
   int have_file = info->dlpi_name[0] && stat(info->dlpi_name, &st) == 0;
   uintptr_t hdr_offset = (uintptr_t)hdr - info->dlpi_addr;
@@ -74,7 +76,8 @@ struct build_state {
   int failed;
 };
 
-static int grow_modules(struct build_state *b) {
+static int grow_modules(struct build_state *b)
+{
   int cap = b->capacity ? b->capacity * 2 : 64;
   struct fast_module *m = igprof_pages_alloc((size_t)cap * sizeof *m);
   if (!m)
@@ -89,7 +92,8 @@ static int grow_modules(struct build_state *b) {
 }
 
 /* Runs with the loader lock held: the module is mapped as described. */
-static int collect_module(struct dl_phdr_info *info, size_t size, void *arg) {
+static int collect_module(struct dl_phdr_info *info, size_t size, void *arg)
+{
   struct build_state *b = arg;
   struct eh_frame_segment segs[16];
   int nsegs = 0;
@@ -139,11 +143,13 @@ static int collect_module(struct dl_phdr_info *info, size_t size, void *arg) {
   return 0;
 }
 
-static int module_less(const struct fast_module *a, const struct fast_module *b) {
+static int module_less(const struct fast_module *a, const struct fast_module *b)
+{
   return a->text_start < b->text_start;
 }
 
-static void sort_modules(struct fast_module *m, int n) {
+static void sort_modules(struct fast_module *m, int n)
+{
   for (int i = 1; i < n; i++) { /* tens of modules: insertion sort is plenty */
     struct fast_module x = m[i];
     int j = i;
@@ -153,7 +159,8 @@ static void sort_modules(struct fast_module *m, int n) {
   }
 }
 
-static int same_modules(const struct module_snapshot *s, const struct build_state *b) {
+static int same_modules(const struct module_snapshot *s, const struct build_state *b)
+{
   if (!s || s->count != b->count)
     return 0;
   for (int i = 0; i < b->count; i++)
@@ -163,7 +170,8 @@ static int same_modules(const struct module_snapshot *s, const struct build_stat
 }
 
 /* Returns 0 if the module table could not be rebuilt (out of memory). */
-static int rebuild(void) {
+static int rebuild(void)
+{
   struct build_state b = {0};
   int ok = 0;
   /* dl_iterate_phdr holds the loader lock while we list modules. A signal handler
@@ -211,19 +219,22 @@ static int rebuild(void) {
   return ok;
 }
 
-void igprof_walk_fast_init(void) {
+void igprof_walk_fast_init(void)
+{
   rebuild();
   igprof_walk_fast_thread_init();
 }
 
 void igprof_walk_fast_modules_changed(void) { (void)rebuild(); }
 
-void igprof_walk_fast_modules_changing(void) {
+void igprof_walk_fast_modules_changing(void)
+{
   closes_pending++;
   atomic_fetch_add_explicit(&closes_in_progress, 1, memory_order_seq_cst);
 }
 
-void igprof_walk_fast_modules_closed(void) {
+void igprof_walk_fast_modules_closed(void)
+{
   /* The snapshot is published before the count drops, so a walk that sees
    * no close under way knows the current snapshot is right (recipe_for).
    * A rebuild in between (a dlopen from a destructor the dlclose runs)

@@ -6,7 +6,8 @@
 
 /* ---- recipe lookup (signal-safe) ----------------------------------------- */
 
-const struct fast_module *module_of(const struct module_snapshot *s, uintptr_t pc) {
+const struct fast_module *module_of(const struct module_snapshot *s, uintptr_t pc)
+{
   int lo = 0, hi = s->count;
   while (lo < hi) {
     int mid = (lo + hi) / 2;
@@ -22,13 +23,15 @@ const struct fast_module *module_of(const struct module_snapshot *s, uintptr_t p
 
 
 /* frame_is_sigreturn, counted: it asks the kernel whether pc is mapped. */
-int sigreturn_at(uintptr_t pc) {
+int sigreturn_at(uintptr_t pc)
+{
   thread_stats.kernel_calls++;
   return frame_is_sigreturn(pc);
 }
 
 /* Whether [at, at + len) lies in one of module m's readable segments. */
-int module_readable(const struct fast_module *m, uintptr_t at, uintptr_t len) {
+int module_readable(const struct fast_module *m, uintptr_t at, uintptr_t len)
+{
   const struct table_record *r = m->record;
   for (int i = 0; i < r->nsegs; i++)
     if (at >= m->bias + r->seg_offsets[i].start && at + len <= m->bias + r->seg_offsets[i].end &&
@@ -42,7 +45,8 @@ int module_readable(const struct fast_module *m, uintptr_t at, uintptr_t len) {
  * the interrupted PC pc, in module m's code: its caller was interrupted,
  * and its step reads the signal frame (signal_frame_step, or libunwind,
  * which knows the trampoline by its code). */
-static int sigreturn_in_module(const struct fast_module *m, uintptr_t pc) {
+static int sigreturn_in_module(const struct fast_module *m, uintptr_t pc)
+{
   for (uintptr_t at = pc; at <= pc + 1; at++)
     if (at % FRAME_CODE_ALIGN == 0 && module_readable(m, at, FRAME_SIGRETURN_LEN) &&
         frame_code_is_sigreturn(at))
@@ -55,7 +59,8 @@ static int sigreturn_in_module(const struct fast_module *m, uintptr_t pc) {
  * readable segment that holds them, where GCC and the linkers put
  * .ARM.extab too (an entry pointing elsewhere is refused as a bad table,
  * and its frame is libunwind's). */
-int module_ehabi(const struct fast_module *m, struct ehabi_table *t) {
+int module_ehabi(const struct fast_module *m, struct ehabi_table *t)
+{
   const struct table_record *r = m->record;
   if (r->exidx_count == 0)
     return 0;
@@ -106,7 +111,8 @@ int module_ehabi(const struct fast_module *m, struct ehabi_table *t) {
 #define LR_GUESS 0
 #endif
 
-static int lr_guess_in(const struct fast_module *m) {
+static int lr_guess_in(const struct fast_module *m)
+{
 #ifdef FRAME_EHABI_TABLES
   return m->record->exidx_count > 0;
 #else
@@ -117,7 +123,8 @@ static int lr_guess_in(const struct fast_module *m) {
 
 __attribute__((noinline)) static struct frame_recipe derive_recipe(const struct module_snapshot *s,
                                                                    const struct fast_module *m,
-                                                                   uintptr_t pc) {
+                                                                   uintptr_t pc)
+{
   struct frame_recipe rc = {0, 0, 0, FRAME_NO_INFO, 0};
 #ifdef FRAME_EHABI_TABLES
   /* glibc's restorers have table entries (which pop every register from
@@ -184,7 +191,8 @@ __attribute__((noinline)) static struct frame_recipe derive_recipe(const struct 
  * current snapshot, not the one the walk started with: a rebuild during
  * the walk (a dlopen on another thread) changes nothing for the frames on
  * this stack. */
-struct frame_recipe recipe_for(uintptr_t pc, int *known) {
+struct frame_recipe recipe_for(uintptr_t pc, int *known)
+{
   uint32_t bits;
   if (cache_get(pc_cache, pc, &bits)) {
     *known = 1;

@@ -10,7 +10,8 @@
 /* Compile `r` from its load at `bias`, unless done already. The caller
  * holds rebuild_lock (so there is one compiler at a time) and the loader
  * lock (so the module stays mapped at `bias`). For statistics only. */
-static void compile_record(struct table_record *r, uintptr_t bias) {
+static void compile_record(struct table_record *r, uintptr_t bias)
+{
   if (atomic_load_explicit(&r->compiled, memory_order_relaxed))
     return;
 #ifdef FRAME_EHABI_TABLES
@@ -32,14 +33,16 @@ static void compile_record(struct table_record *r, uintptr_t bias) {
 
 /* Compile every module of the current snapshot (caller holds rebuild_lock;
  * the snapshot's modules are mapped, since rebuild holds the lock too). */
-static void compile_snapshot(void) {
+static void compile_snapshot(void)
+{
   struct module_snapshot *s = atomic_load_explicit(&current_snapshot, memory_order_relaxed);
   for (int i = 0; s && i < s->count; i++)
     compile_record(s->modules[i].record, s->modules[i].bias);
 }
 
 /* dl_iterate_phdr callback: runs compile_snapshot with the loader lock held. */
-static int compile_current(struct dl_phdr_info *info, size_t size, void *arg) {
+static int compile_current(struct dl_phdr_info *info, size_t size, void *arg)
+{
   (void)info, (void)size, (void)arg;
   compile_snapshot();
   return 1; /* once is enough */
@@ -47,7 +50,8 @@ static int compile_current(struct dl_phdr_info *info, size_t size, void *arg) {
 
 /* Compile every module of the current table now, with the loader lock held
  * so none is unloaded meanwhile. */
-static void compile_all(void) {
+static void compile_all(void)
+{
   pthread_mutex_lock(&rebuild_lock);
   in_rebuild = 1;
   atomic_signal_fence(memory_order_seq_cst);
@@ -58,7 +62,8 @@ static void compile_all(void) {
 }
 
 int igprof_walk_fast_modules(void (*fn)(const struct walk_fast_module_info *, void *),
-                             void *arg) {
+                             void *arg)
+{
   compile_all(); /* the summary counts rows */
   const struct module_snapshot *s = atomic_load_explicit(&current_snapshot, memory_order_acquire);
   if (!s)

@@ -13,7 +13,8 @@
  * fault inside it answers like a step that found no caller (-UNW_EINVAL).
  * The slot's previous value is put back, so a guarded walk may run inside
  * another one's (a hook walk from a signal handler). */
-int guarded_step(unw_cursor_t *c) {
+int guarded_step(unw_cursor_t *c)
+{
   void **slot = igprof_unwind_escape_slot ? igprof_unwind_escape_slot() : NULL;
   if (!slot)
     return unw_step(c);
@@ -34,7 +35,8 @@ int guarded_step(unw_cursor_t *c) {
  * walk's current frame (same pc and stack pointer). libunwind restores every
  * callee-saved register on the way, which a frame whose CFA is kept in, say,
  * %rbx (the loader's lazy-binding trampoline) needs. */
-int seek_frame(unw_cursor_t *c, const struct frame_regs *target, int limit) {
+int seek_frame(unw_cursor_t *c, const struct frame_regs *target, int limit)
+{
   for (int i = 0; i <= limit; i++) {
     unw_word_t ip, sp;
     if (unw_get_reg(c, UNW_REG_IP, &ip) < 0 || unw_get_reg(c, UNW_REG_SP, &sp) < 0)
@@ -53,7 +55,8 @@ int seek_frame(unw_cursor_t *c, const struct frame_regs *target, int limit) {
  * otherwise libunwind replays the walk from a full context (the signal's,
  * or this very function's, whose callers are the frames being walked) up
  * to this frame, falling back to the tracked registers alone. */
-enum step unwinder_step(struct walk *w, struct frame_recipe rc, int known) {
+enum step unwinder_step(struct walk *w, struct frame_recipe rc, int known)
+{
   /* libunwind reads the instructions at pc and, without unwind info, the
    * frame-pointer chain, and checks neither: prove both mapped first. */
   if (in_rebuild)
@@ -109,7 +112,8 @@ enum step unwinder_step(struct walk *w, struct frame_recipe rc, int known) {
 
 /* Whole walk by libunwind, for a thread whose stack bounds are unknown. */
 int unwinder_walk(struct walk *w, const struct module_snapshot *s, uintptr_t *pcs,
-                         int max, uintptr_t skip_until, int *truncated) {
+                         int max, uintptr_t skip_until, int *truncated)
+{
   ucontext_t uc;
   unw_cursor_t cursor;
   thread_stats.walks_unwinder++;

@@ -10,13 +10,15 @@
 
 static unsigned char code[64] __attribute__((aligned(16)));
 
-static uintptr_t target_of(const void *bytes, size_t n, size_t size, uintptr_t bit) {
+static uintptr_t target_of(const void *bytes, size_t n, size_t size, uintptr_t bit)
+{
   memset(code, 0, sizeof code);
   memcpy(code, bytes, n);
   return (uintptr_t)hook_jump_target((void *)((uintptr_t)code | bit), size);
 }
 
-int main(void) {
+int main(void)
+{
   uintptr_t base = (uintptr_t)code;
 #if defined(__x86_64__) || defined(__i386__)
   static const unsigned char jmp32[] = {0xe9, 0x10, 0x00, 0x00, 0x00}; /* jmp +0x10 */

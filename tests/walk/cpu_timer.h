@@ -12,7 +12,8 @@
 /* Install `handler` for SIGPROF (SA_SIGINFO | SA_RESTART) and arm a timer
  * that fires every `nsec` nanoseconds of this thread's CPU time; exits
  * with status 2 if the timer cannot be made. */
-static inline timer_t cpu_timer_start(void (*handler)(int, siginfo_t *, void *), long nsec) {
+static inline timer_t cpu_timer_start(void (*handler)(int, siginfo_t *, void *), long nsec)
+{
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = handler;

@@ -48,11 +48,13 @@ struct jit_code {
 int jit_code_make(struct jit_code *jit);
 
 static inline void jit_call(const struct jit_code *jit, enum jit_function_id id, jit_callback cb,
-                            long arg) {
+                            long arg)
+{
   ((void (*)(jit_callback, long))jit->fn[id].entry)(cb, arg);
 }
 
-static inline void jit_spin(const struct jit_code *jit, enum jit_function_id id, long n) {
+static inline void jit_spin(const struct jit_code *jit, enum jit_function_id id, long n)
+{
   ((void (*)(long))jit->fn[id].entry)(n);
 }
 

@@ -51,7 +51,8 @@ struct collect {
   uintptr_t pc;   /* and that frame is recorded as this exact PC (0: ip - 1) */
 };
 
-static _Unwind_Reason_Code collect_frame(struct _Unwind_Context *ctx, void *arg) {
+static _Unwind_Reason_Code collect_frame(struct _Unwind_Context *ctx, void *arg)
+{
   struct collect *c = arg;
   int before;
   uintptr_t ip = _Unwind_GetIPInfo(ctx, &before);
@@ -68,17 +69,20 @@ static _Unwind_Reason_Code collect_frame(struct _Unwind_Context *ctx, void *arg)
   return _URC_NO_REASON;
 }
 
-static void reference(struct trace *t, uintptr_t from, uintptr_t exact_pc) {
+static void reference(struct trace *t, uintptr_t from, uintptr_t exact_pc)
+{
   struct collect c = {t, from, exact_pc};
   t->n = 0;
   _Unwind_Backtrace(collect_frame, &c);
 }
 
-static int same(const struct trace *a, const struct trace *b) {
+static int same(const struct trace *a, const struct trace *b)
+{
   return a->n == b->n && memcmp(a->pcs, b->pcs, sizeof a->pcs[0] * (size_t)a->n) == 0;
 }
 
-static void show(const char *what, const struct trace *fast, const struct trace *ref) {
+static void show(const char *what, const struct trace *fast, const struct trace *ref)
+{
   printf("FAIL: %s: fast walker %d frames, libgcc %d frames\n", what, fast->n, ref->n);
   int n = fast->n > ref->n ? fast->n : ref->n;
   for (int i = 0; i < n && i < 24; i++)
@@ -94,7 +98,8 @@ static long signed_seen;
 static volatile long failures; /* the signal handler's too */
 
 /* A frame record's saved return address, as the stack holds it. */
-static void note_record(const uintptr_t *record) {
+static void note_record(const uintptr_t *record)
+{
   if (record[1] >> 48)
     signed_seen++;
 }
@@ -103,7 +108,8 @@ static void note_record(const uintptr_t *record) {
 
 static long hook_walks;
 
-NOINLINE static void capture(void) {
+NOINLINE static void capture(void)
+{
   struct trace fast, ref;
   uintptr_t ret = (uintptr_t)__builtin_return_address(0);
   int truncated;
@@ -116,7 +122,8 @@ NOINLINE static void capture(void) {
   __asm__ volatile("" ::: "memory"); /* not a tail call */
 }
 
-NOINLINE static int descend(int n) {
+NOINLINE static int descend(int n)
+{
   volatile int pad = n;
   if (n == 0)
     capture();
@@ -130,7 +137,8 @@ NOINLINE static int descend(int n) {
 static volatile long signal_walks;
 static volatile int sampling;
 
-NOINLINE static void on_prof(int sig, siginfo_t *si, void *ucv) {
+NOINLINE static void on_prof(int sig, siginfo_t *si, void *ucv)
+{
   (void)sig, (void)si;
   if (!sampling)
     return;
@@ -149,14 +157,16 @@ NOINLINE static void on_prof(int sig, siginfo_t *si, void *ucv) {
 
 /* Small functions that call others, so each signs and saves its return
  * address: most of their instructions are prologue and epilogue. */
-NOINLINE static long leaf_add(long x) {
+NOINLINE static long leaf_add(long x)
+{
   __asm__ volatile("" ::: "memory");
   return x + 1;
 }
 
 NOINLINE static long tiny(long x) { return leaf_add(x) * 3; }
 
-NOINLINE static long spin(long rounds) {
+NOINLINE static long spin(long rounds)
+{
   long acc = 0;
   for (long i = 0; i < rounds; i++)
     acc += tiny(i);
@@ -197,7 +207,8 @@ __asm__(".text\n"
 
 static long trap_walks, traps_signed;
 
-static void on_trap(int sig, siginfo_t *si, void *ucv) {
+static void on_trap(int sig, siginfo_t *si, void *ucv)
+{
   (void)sig, (void)si;
   ucontext_t *uc = ucv;
   struct trace fast, ref;
@@ -213,7 +224,8 @@ static void on_trap(int sig, siginfo_t *si, void *ucv) {
   uc->uc_mcontext.pc = pc + 4; /* past the brk */
 }
 
-NOINLINE static void trap_walks_at(int depth) {
+NOINLINE static void trap_walks_at(int depth)
+{
   if (depth > 0) {
     trap_walks_at(depth - 1);
     __asm__ volatile("" ::: "memory");
@@ -222,7 +234,8 @@ NOINLINE static void trap_walks_at(int depth) {
   pac_window();
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
   if (argc != 2 || atol(argv[1]) < 1) {
     fprintf(stderr, "usage: %s ROUNDS\n", argv[0]);
     return 2;

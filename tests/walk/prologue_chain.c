@@ -31,18 +31,21 @@ static volatile unsigned long worked;
       worked++;                                                                                  \
   } while (0)
 
-KEEP void pc_spin(void) {
+KEEP void pc_spin(void)
+{
   while (!chain_stop)
     chain_spins++;
 }
 
-KEEP int pc_inner(int x) {
+KEEP int pc_inner(int x)
+{
   WORK();
   chain_leaf();
   return x + chain_sink;
 }
 
-KEEP __attribute__((optimize("no-omit-frame-pointer"))) int pc_fp(int x) {
+KEEP __attribute__((optimize("no-omit-frame-pointer"))) int pc_fp(int x)
+{
   volatile int a[4];
   a[x & 3] = x;
   WORK();
@@ -50,14 +53,16 @@ KEEP __attribute__((optimize("no-omit-frame-pointer"))) int pc_fp(int x) {
   return r + a[x & 3];
 }
 
-KEEP double pc_vpush(double d, int x) {
+KEEP double pc_vpush(double d, int x)
+{
   double k = d * 3.5 + chain_sink;
   WORK();
   int r = pc_fp(x);
   return k * r + d;
 }
 
-KEEP int pc_cmp(const void *a, const void *b) {
+KEEP int pc_cmp(const void *a, const void *b)
+{
   int x = *(const int *)a, y = *(const int *)b;
   if (chain_descend) {
     chain_descend = 0;
@@ -67,14 +72,16 @@ KEEP int pc_cmp(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-KEEP int pc_plt(int x) {
+KEEP int pc_plt(int x)
+{
   int v[2] = {x + 1, x};
   WORK();
   qsort(v, 2, sizeof v[0], pc_cmp);
   return v[0] + chain_sink;
 }
 
-KEEP int pc_big(int x) {
+KEEP int pc_big(int x)
+{
   volatile char buf[6000];
   buf[x % 6000] = (char)x;
   WORK();
@@ -82,7 +89,8 @@ KEEP int pc_big(int x) {
   return r + buf[(x + 1) % 6000];
 }
 
-KEEP int pc_sub(int x) {
+KEEP int pc_sub(int x)
+{
   volatile int buf[10];
   buf[x % 10] = x;
   WORK();
@@ -90,13 +98,15 @@ KEEP int pc_sub(int x) {
   return r + buf[(x + 3) % 10];
 }
 
-KEEP int pc_push(int x) {
+KEEP int pc_push(int x)
+{
   WORK();
   int r = pc_sub(x + 1);
   return r * 3 + chain_sink;
 }
 
-KEEP int pc_varargs(int n, ...) {
+KEEP int pc_varargs(int n, ...)
+{
   va_list ap;
   va_start(ap, n);
   int x = 0;
@@ -108,7 +118,8 @@ KEEP int pc_varargs(int n, ...) {
   return r + n;
 }
 
-KEEP int prologue_chain(int x) {
+KEEP int prologue_chain(int x)
+{
   chain_descend = 1;
   return pc_varargs(3, x, x + 1, x + 2) + 1;
 }

@@ -15,7 +15,8 @@ static int failures;
  * r11_at; leaf_cfa where `leaf` is set). */
 static void check_patched(const char *name, const void *code, uintptr_t end, int thumb,
                           const struct arm_code_patch *patch, size_t npatch, enum arm_prologue_result res,
-                          int32_t cfa, int32_t ra_at, int32_t r7_at, int32_t r11_at) {
+                          int32_t cfa, int32_t ra_at, int32_t r7_at, int32_t r11_at)
+{
   struct arm_prologue pr;
   uintptr_t lo = (uintptr_t)code;
   enum arm_prologue_result got = arm_prologue_read(lo, lo + end, thumb, patch, npatch, &pr);
@@ -30,11 +31,13 @@ static void check_patched(const char *name, const void *code, uintptr_t end, int
 }
 
 static void check(const char *name, const void *code, uintptr_t end, int thumb, enum arm_prologue_result res,
-                  int32_t cfa, int32_t ra_at, int32_t r7_at, int32_t r11_at) {
+                  int32_t cfa, int32_t ra_at, int32_t r7_at, int32_t r11_at)
+{
   check_patched(name, code, end, thumb, NULL, 0, res, cfa, ra_at, r7_at, r11_at);
 }
 
-static void check_leaf(const char *name, const void *code, uintptr_t end, int thumb, int crossed, int32_t leaf_cfa) {
+static void check_leaf(const char *name, const void *code, uintptr_t end, int thumb, int crossed, int32_t leaf_cfa)
+{
   struct arm_prologue pr;
   uintptr_t lo = (uintptr_t)code;
   (void)arm_prologue_read(lo, lo + end, thumb, NULL, 0, &pr);
@@ -47,7 +50,8 @@ static void check_leaf(const char *name, const void *code, uintptr_t end, int th
   }
 }
 
-int main(void) {
+int main(void)
+{
   const int32_t none = 0;
   /* Thumb: push {r4, lr}; sub sp, #8 */
   static const uint16_t t1[] = {0xb510, 0xb082, 0x2001};

@@ -46,7 +46,8 @@ static const char *const expected[] = {"pc_spin", "pc_inner",       "pc_fp",  "p
 static uintptr_t hook_pcs[MAX];
 static int hook_n;
 
-static void capture(void) {
+static void capture(void)
+{
   int trunc;
   hook_n = igprof_walk_fast_from_hook(hook_pcs, MAX, __builtin_return_address(0), &trunc);
 }
@@ -56,7 +57,8 @@ static uintptr_t sig_pcs[WALKS][MAX];
 static int sig_n[WALKS];
 static volatile int sig_walks;
 
-static void on_prof(int sig, siginfo_t *si, void *ucv) {
+static void on_prof(int sig, siginfo_t *si, void *ucv)
+{
   (void)sig, (void)si;
   int k = sig_walks;
   if (k >= WALKS) {
@@ -69,7 +71,8 @@ static void on_prof(int sig, siginfo_t *si, void *ucv) {
 }
 
 /* The name of the function at pc, LIBC for libc.so.6's, "?" without one. */
-static const char *name_of(uintptr_t pc) {
+static const char *name_of(uintptr_t pc)
+{
   Dl_info info;
   if (!dladdr((void *)pc, &info))
     return "?";
@@ -80,7 +83,8 @@ static const char *name_of(uintptr_t pc) {
 
 /* Whether pcs[0 .. n) name expected[from ..] up to main; prints the walk
  * if not. */
-static int matches(const char *what, const uintptr_t *pcs, int n, int from) {
+static int matches(const char *what, const uintptr_t *pcs, int n, int from)
+{
   int i = 0, e = from;
   while (e < N_EXPECTED && i < n) {
     const char *got = name_of(pcs[i]);
@@ -122,7 +126,8 @@ static int entry_n;
 
 /* The walk from the context a signal at pc_spin's first instruction would
  * give: the caller's registers, lr its return address. */
-__attribute__((noinline)) static void entry_walk(void) {
+__attribute__((noinline)) static void entry_walk(void)
+{
   ucontext_t uc;
   memset(&uc, 0, sizeof uc);
   getcontext(&uc);
@@ -138,13 +143,15 @@ __attribute__((noinline)) static void entry_walk(void) {
   entry_n = igprof_walk_fast_from_signal(entry_pcs, MAX, &uc, &trunc);
 }
 
-__attribute__((noinline)) int run(int x) {
+__attribute__((noinline)) int run(int x)
+{
   int r = prologue_chain(x);
   __asm__ volatile("" ::: "memory"); /* not a tail call */
   return r;
 }
 
-int main(void) {
+int main(void)
+{
   int failures = 0;
   igprof_walk_fast_init();
   chain_leaf = capture;

@@ -38,13 +38,15 @@ static __thread int fast_was_libunwind;
  * libunwind's walk ends). */
 static __thread uint64_t fast_prologue_frames;
 
-static uint64_t walks_by_libunwind(void) {
+static uint64_t walks_by_libunwind(void)
+{
   struct walk_fast_stats st;
   igprof_walk_fast_stats(&st);
   return st.walks_unwinder;
 }
 
-static uint64_t frames_by_prologue(void) {
+static uint64_t frames_by_prologue(void)
+{
   struct walk_fast_stats st;
   igprof_walk_fast_stats(&st);
   return st.frames_prologue;
@@ -70,19 +72,22 @@ static struct mismatch kept[KEEP_MISMATCHES];
 static uintptr_t sigreturn_trampoline[2];
 static volatile int learning; /* read by the handlers */
 
-__attribute__((noinline)) static void learn_trampoline(int sig) {
+__attribute__((noinline)) static void learn_trampoline(int sig)
+{
   (void)sig;
   sigreturn_trampoline[learning] = (uintptr_t)__builtin_return_address(0);
   __asm__ volatile("" ::: "memory"); /* not a tail call: keep our own frame */
 }
 
-__attribute__((noinline)) static void learn_rt_trampoline(int sig, siginfo_t *si, void *uc) {
+__attribute__((noinline)) static void learn_rt_trampoline(int sig, siginfo_t *si, void *uc)
+{
   (void)sig, (void)si, (void)uc;
   sigreturn_trampoline[learning] = (uintptr_t)__builtin_return_address(0);
   __asm__ volatile("" ::: "memory");
 }
 
-static void find_sigreturn_trampoline(void) {
+static void find_sigreturn_trampoline(void)
+{
 #if defined(__x86_64__)
   static const unsigned char rt_code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
   static const unsigned char code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
@@ -121,7 +126,8 @@ static void find_sigreturn_trampoline(void) {
   }
 }
 
-static int is_sigreturn_trampoline(uintptr_t ip) {
+static int is_sigreturn_trampoline(uintptr_t ip)
+{
   return ip == sigreturn_trampoline[0] || ip == sigreturn_trampoline[1];
 }
 
@@ -149,7 +155,8 @@ static struct {
 } data_ranges[DATA_RANGES];
 static int n_data_ranges;
 
-static int note_data_ranges(struct dl_phdr_info *info, size_t size, void *arg) {
+static int note_data_ranges(struct dl_phdr_info *info, size_t size, void *arg)
+{
   (void)size, (void)arg;
   for (int i = 0; i < info->dlpi_phnum && n_data_ranges < DATA_RANGES; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -162,7 +169,8 @@ static int note_data_ranges(struct dl_phdr_info *info, size_t size, void *arg) {
   return 0;
 }
 
-static int could_be_code(uintptr_t pc) {
+static int could_be_code(uintptr_t pc)
+{
 #if FRAME_CODE_ALIGN == 4
   /* AArch64 instructions are 4-byte aligned; a frame's address is its
    * return address less one past the first frame: anything else is data
@@ -192,7 +200,8 @@ static int could_be_code(uintptr_t pc) {
 static __thread void *walker_escape;
 void **igprof_unwind_escape_slot(void) { return &walker_escape; }
 
-static void on_reference_fault(int sig, siginfo_t *si, void *ucv) {
+static void on_reference_fault(int sig, siginfo_t *si, void *ucv)
+{
   (void)si;
   ucontext_t *uc = ucv;
   if (walker_escape) {
@@ -207,7 +216,8 @@ static void on_reference_fault(int sig, siginfo_t *si, void *ucv) {
   raise(sig);
 }
 
-static void catch_reference_faults(void) {
+static void catch_reference_faults(void)
+{
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_reference_fault;
@@ -222,7 +232,8 @@ static void catch_reference_faults(void) {
  * trampoline's stack pointer) from the wrong place and goes on from
  * garbage. The reference steps that frame by its definition: the cursor
  * starts again from the context's r0-r15. `ctx` must outlive the cursor. */
-static int reference_sigframe_step(unw_cursor_t *c, unw_context_t *ctx) {
+static int reference_sigframe_step(unw_cursor_t *c, unw_context_t *ctx)
+{
   unw_word_t sp;
   if (unw_get_reg(c, UNW_REG_SP, &sp) < 0 || !frame_memory_mapped(sp, sizeof(ucontext_t)))
     return 0;
@@ -237,7 +248,8 @@ static int reference_sigframe_step(unw_cursor_t *c, unw_context_t *ctx) {
  * frame has not set up, and reads garbage. The reference steps it by the
  * thunk's definition instead: the return address at the stack pointer,
  * every other register unchanged. `ctx` must outlive the cursor. */
-static int reference_thunk_step(unw_cursor_t *c, ucontext_t *ctx) {
+static int reference_thunk_step(unw_cursor_t *c, ucontext_t *ctx)
+{
   static const struct {
     int unw, greg;
   } regs[] = {{UNW_X86_EAX, REG_EAX}, {UNW_X86_EBX, REG_EBX}, {UNW_X86_ECX, REG_ECX},
@@ -266,7 +278,8 @@ static int reference_thunk_step(unw_cursor_t *c, ucontext_t *ctx) {
  * stack pointer is at the frame's signal number, followed (rt_sigframe) by
  * the siginfo and ucontext pointers, or (sigframe) by the sigcontext, whose
  * registers are in mcontext_t's order. `ctx` must outlive the cursor. */
-static int reference_signal_step(unw_cursor_t *c, int rt, ucontext_t *ctx) {
+static int reference_signal_step(unw_cursor_t *c, int rt, ucontext_t *ctx)
+{
   unw_word_t sp;
   if (unw_get_reg(c, UNW_REG_SP, &sp) < 0 || !frame_memory_mapped(sp, 12))
     return 0;
@@ -289,7 +302,8 @@ static int reference_signal_step(unw_cursor_t *c, int rt, ucontext_t *ctx) {
  * walk.h: a return address minus 1, an interrupted PC (the start of a signal
  * walk, or the frame a signal trampoline returns to) exactly. */
 static int reference_walk(unw_cursor_t *c, uintptr_t *pcs, int max, int exact_first,
-                          int *truncated, int *faulted, int ask_at, int *guessed) {
+                          int *truncated, int *faulted, int ask_at, int *guessed)
+{
   volatile int n = 0, exact = exact_first;
   sigjmp_buf here, *outer = reference_jump;
 #if defined(__arm__)
@@ -403,7 +417,8 @@ static int reference_walk(unw_cursor_t *c, uintptr_t *pcs, int max, int exact_fi
   } while (0)
 
 static void keep_mismatch(const char *kind, const uintptr_t *fast, int n_fast,
-                          const uintptr_t *ref, int n_ref) {
+                          const uintptr_t *ref, int n_ref)
+{
   long k = atomic_fetch_add(&mismatches, 1);
   if (k < KEEP_MISMATCHES) {
     struct mismatch *m = &kept[k];
@@ -429,7 +444,8 @@ extern uintptr_t __gnu_Unwind_Find_exidx(uintptr_t pc, int *count);
  * describes the body, after the prologue's pushes): the entry's start, or
  * a function's first instruction as its code shows it in an entry the
  * linker merged over two functions (arm_function_entry). */
-static int table_not_yet(uintptr_t pc) {
+static int table_not_yet(uintptr_t pc)
+{
   int count = 0;
   const uint32_t *e = (const uint32_t *)__gnu_Unwind_Find_exidx(pc, &count);
   if (!e || count <= 0)
@@ -451,7 +467,8 @@ static int table_not_yet(uintptr_t pc) {
 
 /* Whether the EHABI table says code at pc cannot be unwound: its entry is
  * EXIDX_CANTUNWIND, or no entry covers it (libunwind's walk ends there). */
-static int table_cantunwind(uintptr_t pc) {
+static int table_cantunwind(uintptr_t pc)
+{
   int count = 0;
   const uint32_t *e = (const uint32_t *)__gnu_Unwind_Find_exidx(pc, &count);
   if (!e || count <= 0)
@@ -480,7 +497,8 @@ static int table_cantunwind(uintptr_t pc) {
  * signal walk, or the frame a signal trampoline returns to), and at the
  * first of a signal walk the fast walker's next frame is lr's. */
 static int lr_frame(const char *kind, const uintptr_t *fast, int n_fast, const uintptr_t *ref,
-                    int n_ref, uintptr_t lr0) {
+                    int n_ref, uintptr_t lr0)
+{
 #if defined(__arm__)
   int k = 0;
   while (k < n_fast && k < n_ref && fast[k] == ref[k])
@@ -508,7 +526,8 @@ static int lr_frame(const char *kind, const uintptr_t *fast, int n_fast, const u
 
 static void compare(const char *kind, const uintptr_t *fast, int n_fast, int trunc_fast,
                     const uintptr_t *ref, int n_ref, int trunc_ref, int ref_faulted,
-                    int ref_guessed, uintptr_t lr0) {
+                    int ref_guessed, uintptr_t lr0)
+{
   if (ref_faulted) {
     /* The reference's frames up to the one it faulted in stepping out of:
      * the fast walk must begin with them; what follows cannot be checked. */
@@ -642,7 +661,8 @@ static void compare(const char *kind, const uintptr_t *fast, int n_fast, int tru
  * against a signal handler on the same thread walking in the middle of a
  * walk, so the reference walks run with the sampler's signal blocked: one
  * pair of system calls per walk instead of one per step. */
-static void reference_begin(sigset_t *old) {
+static void reference_begin(sigset_t *old)
+{
   sigset_t prof;
   sigemptyset(&prof);
   sigaddset(&prof, SIGPROF);
@@ -651,7 +671,8 @@ static void reference_begin(sigset_t *old) {
 
 static void reference_end(const sigset_t *old) { pthread_sigmask(SIG_SETMASK, old, NULL); }
 
-__attribute__((noinline)) void check_here(void) {
+__attribute__((noinline)) void check_here(void)
+{
   uintptr_t fast[MAX_FRAMES], ref[MAX_FRAMES]; /* on the stack: signal handlers nest */
   void *caller_ret = __builtin_return_address(0);
   int trunc_fast, trunc_ref;
@@ -692,7 +713,8 @@ __attribute__((noinline)) void check_here(void) {
   atomic_fetch_add(&points_hook, 1);
 }
 
-void check_signal(const ucontext_t *uc) {
+void check_signal(const ucontext_t *uc)
+{
   uintptr_t fast[MAX_FRAMES], ref[MAX_FRAMES]; /* on the stack: signal handlers nest */
   int trunc_fast, trunc_ref;
   uint64_t by_libunwind = walks_by_libunwind();
@@ -740,19 +762,22 @@ static int n_static_modules;
 static __thread int in_sampler;
 static int (*real_dl_iterate_phdr)(int (*)(struct dl_phdr_info *, size_t, void *), void *);
 
-static int note_static_module(struct dl_phdr_info *info, size_t size, void *arg) {
+static int note_static_module(struct dl_phdr_info *info, size_t size, void *arg)
+{
   (void)size, (void)arg;
   if (n_static_modules < 64)
     static_modules[n_static_modules++] = *info;
   return 0;
 }
 
-void check_static_modules(void) {
+void check_static_modules(void)
+{
   n_static_modules = 0;
   real_dl_iterate_phdr(note_static_module, NULL);
 }
 
-int dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data) {
+int dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data)
+{
   if (in_sampler && n_static_modules > 0) {
     for (int i = 0; i < n_static_modules; i++) {
       int r = cb(&static_modules[i], sizeof static_modules[i], data);
@@ -767,7 +792,8 @@ int dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data
 void check_static_modules(void) {}
 #endif
 
-void check_init(void) {
+void check_init(void)
+{
 #if defined(__arm__)
   real_dl_iterate_phdr = (int (*)(int (*)(struct dl_phdr_info *, size_t, void *), void *))dlsym(
       RTLD_NEXT, "dl_iterate_phdr");
@@ -793,7 +819,8 @@ void check_init(void) {
   igprof_walk_fast_init();
 }
 
-static void note_stack(void) {
+static void note_stack(void)
+{
   pthread_attr_t attr;
   void *lo;
   size_t size;
@@ -806,7 +833,8 @@ static void note_stack(void) {
   }
 }
 
-void check_thread_init(void) {
+void check_thread_init(void)
+{
   igprof_walk_fast_thread_init();
   note_stack();
 }
@@ -817,13 +845,15 @@ static timer_t sampler_timer;
 static int64_t sampler_started; /* monotonic_ns() at sampler_start */
 
 /* 64-bit nanoseconds: a 32-bit long wraps every 4.3 s (i386, ARM32). */
-static int64_t thread_cpu_ns(void) {
+static int64_t thread_cpu_ns(void)
+{
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static int64_t monotonic_ns(void) {
+static int64_t monotonic_ns(void)
+{
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no system call */
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
@@ -837,7 +867,8 @@ static int64_t monotonic_ns(void) {
  * took all the time the workload needed to finish. */
 static _Atomic int64_t sampler_quiet_until;
 
-static void on_sample(int sig, siginfo_t *si, void *ucv) {
+static void on_sample(int sig, siginfo_t *si, void *ucv)
+{
   (void)sig;
   (void)si;
   int64_t start = monotonic_ns();
@@ -862,7 +893,8 @@ static void on_sample(int sig, siginfo_t *si, void *ucv) {
   atomic_store(&sampler_quiet_until, monotonic_ns() + 3 * took);
 }
 
-void sampler_start(long usec) {
+void sampler_start(long usec)
+{
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_sample;
@@ -882,7 +914,8 @@ void sampler_start(long usec) {
   timer_settime(sampler_timer, 0, &its, NULL);
 }
 
-void sampler_stop(void) {
+void sampler_stop(void)
+{
   struct itimerspec off;
   memset(&off, 0, sizeof off);
   timer_settime(sampler_timer, 0, &off, NULL);
@@ -892,7 +925,8 @@ void sampler_stop(void) {
 
 long sampler_samples(void) { return atomic_load(&samples); }
 
-int sampler_more_rounds(long min_signal, long target) {
+int sampler_more_rounds(long min_signal, long target)
+{
   double elapsed = (double)(monotonic_ns() - sampler_started) * 1e-9;
   long got = atomic_load(&points_signal);
   return (got < target && elapsed < 8) || (got < min_signal + min_signal / 4 && elapsed < 40);
@@ -900,7 +934,8 @@ int sampler_more_rounds(long min_signal, long target) {
 
 /* ---- report -------------------------------------------------------------- */
 
-static void print_frame(const char *side, int i, uintptr_t pc) {
+static void print_frame(const char *side, int i, uintptr_t pc)
+{
   Dl_info info;
   if (pc && dladdr((void *)pc, &info) && info.dli_sname)
     printf("    %s[%2d] %#lx %s+%#lx (%s)\n", side, i, (unsigned long)pc, info.dli_sname,
@@ -912,14 +947,16 @@ static void print_frame(const char *side, int i, uintptr_t pc) {
     printf("    %s[%2d] %#lx\n", side, i, (unsigned long)pc);
 }
 
-static void print_module(const struct walk_fast_module_info *m, void *arg) {
+static void print_module(const struct walk_fast_module_info *m, void *arg)
+{
   (void)arg;
   printf("  module %-40s rows=%u fdes=%u complex=%u bad=%u status=%s\n",
          m->name[0] ? m->name : "(main program)", m->rows, m->fdes, m->complex_rows,
          m->bad_fdes, m->status);
 }
 
-static void print_mismatch(const struct mismatch *m) {
+static void print_mismatch(const struct mismatch *m)
+{
   printf("(%s): fast %d frames, libunwind %d frames\n", m->kind, m->n_fast, m->n_ref);
   int n = m->n_fast > m->n_ref ? m->n_fast : m->n_ref;
   for (int i = 0; i < n && i < 64; i++) {
@@ -932,7 +969,8 @@ static void print_mismatch(const struct mismatch *m) {
   }
 }
 
-int check_report(const char *name, long min_frames, long min_signal) {
+int check_report(const char *name, long min_frames, long min_signal)
+{
   struct walk_fast_stats st;
   igprof_walk_fast_stats(&st);
   long mm = atomic_load(&mismatches), frames = atomic_load(&frames_compared);
