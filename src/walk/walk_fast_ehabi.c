@@ -105,6 +105,19 @@ static int prologue_leaf_next(const struct walk *w, const struct module_snapshot
   return prologue_next(w, s, pr, 1, lr_raw | 1, next) || prologue_next(w, s, pr, 1, lr_raw, next);
 }
 
+/* arm_prologue_read over [lo, end), hooked functions read as they were: a
+ * hook's jump over a function's first instructions hides the push the
+ * reader looks for (-mp patches malloc's). Only a reading asks the hook
+ * engine's log, not a cached shape. */
+static enum arm_prologue_result read_prologue(uintptr_t lo, uintptr_t end, int thumb, struct arm_prologue *pr)
+{
+  struct hook_original orig[4];
+  struct arm_code_patch patch[4];
+  size_t npatch = hook_original_code(lo, end, orig, 4);
+  for (size_t i = 0; i < npatch; i++) patch[i] = (struct arm_code_patch){orig[i].at, orig[i].len, orig[i].bytes};
+  return arm_prologue_read(lo, end, thumb, patch, npatch, pr);
+}
+
 /* arm_prologue_read's answer for a return address (what prologue_step uses
  * of it: the result, cfa, the save slots, ra_in_lr), from the shape cache
  * or read and cached: it depends on the code alone. An entry is one word:
@@ -114,8 +127,7 @@ static int prologue_leaf_next(const struct walk *w, const struct module_snapshot
  * cached. A writer that raced a module change takes its entry back, as
  * derive_recipe does. */
 static enum arm_prologue_result prologue_shape(const struct module_snapshot *s, uintptr_t lo, uintptr_t end,
-                                               int thumb, const struct arm_code_patch *patch, size_t npatch,
-                                               struct arm_prologue *pr)
+                                               int thumb, struct arm_prologue *pr)
 {
   uint32_t i = (uint32_t)((end >> 1) ^ (thumb ? SHAPE_CACHE_SIZE / 2 : 0)) & (SHAPE_CACHE_SIZE - 1);
   uint64_t name = 1u | (uint64_t)(thumb != 0) << 1 | (uint64_t)((end >> 13) & 0x7ffff) << 5;
@@ -130,7 +142,7 @@ static enum arm_prologue_result prologue_shape(const struct module_snapshot *s, 
     pr->r11_at = -(int32_t)((v >> 56) & 0xff) * 4;
     return (enum arm_prologue_result)((v >> 2) & 3);
   }
-  enum arm_prologue_result res = arm_prologue_read(lo, end, thumb, patch, npatch, pr);
+  enum arm_prologue_result res = read_prologue(lo, end, thumb, pr);
   int32_t cfa = res == ARM_PROLOGUE_OK ? pr->cfa : 0, ra = res == ARM_PROLOGUE_OK ? -pr->ra_at : 0;
   int32_t r7 = res == ARM_PROLOGUE_OK ? -pr->r7_at : 0, r11 = res == ARM_PROLOGUE_OK ? -pr->r11_at : 0;
   if (((cfa | ra | r7 | r11) & 3) || cfa < 0 || cfa >= 0x40000 || ra < 0 || ra > 1020 || r7 < 0 ||
@@ -177,16 +189,6 @@ int prologue_step(struct walk *w, uintptr_t lookup_pc)
    * read: the frame is a leaf's, its return address in lr. */
   if (end > lo && !module_readable(m, lo, end - lo))
     return -1;
-  /* A hook's jump over the function's first instructions hides the push
-   * the reader looks for (-mp patches malloc's): it reads what was there. */
-  struct hook_original orig[4];
-  struct arm_code_patch patch[4];
-  size_t npatch = hook_original_code(lo, end, orig, 4);
-  for (size_t i = 0; i < npatch; i++) {
-    patch[i].at = orig[i].at;
-    patch[i].len = orig[i].len;
-    patch[i].bytes = orig[i].bytes;
-  }
   /* The mode: an interrupted frame's from its context, else Thumb (Debian
    * armhf's code), then A32 where the PC allows. */
   int modes[2] = {1, 0}, nmodes = end % 4 == 0 ? 2 : 1;
@@ -203,8 +205,8 @@ int prologue_step(struct walk *w, uintptr_t lookup_pc)
   int read_stack = 0;
   for (int i = 0; i < nmodes; i++) {
     struct arm_prologue pr;
-    enum arm_prologue_result res = lr_raw ? arm_prologue_read(lo, end, modes[i], patch, npatch, &pr)
-                                          : prologue_shape(s, lo, end, modes[i], patch, npatch, &pr);
+    enum arm_prologue_result res = lr_raw ? read_prologue(lo, end, modes[i], &pr)
+                                          : prologue_shape(s, lo, end, modes[i], &pr);
     if (res == ARM_PROLOGUE_REFUSED)
       continue;
     struct arm_prologue leaf;
