@@ -82,3 +82,63 @@ def setup(bindir):
     if t.cross:
         os.environ['PATH'] = os.pathsep.join(t.path + [os.environ.get('PATH', '')])
     return t
+
+
+def _descendants(pid):
+    """The pids of the live descendants of process `pid`."""
+    children = {}
+    for d in os.listdir('/proc'):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f'/proc/{d}/stat') as f:
+                ppid = int(f.read().rsplit(')', 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+SYS_FUTEX_X86_64 = 202
+
+
+def emulator_lock_hang(pid):
+    """Whether a process under `pid` (or it) is stuck on a lock of qemu-user
+    itself rather than of the program or the profiler: one of its threads
+    waits in futex(2) on an address in the data of the qemu executable (the
+    host mapping whose path names qemu-). The guest's locks, the profiler's
+    among them, live in guest memory, never there. qemu-user 10.0.2 (Debian
+    bookworm-backports) does not hold its descriptor-translation lock across
+    fork: a child forked while another thread is inside write(2) inherits that
+    lock held and hangs at its own first read, write or close. Returns a
+    description of the stuck thread, or None."""
+    for p in [pid] + _descendants(pid):
+        try:
+            maps = []
+            with open(f'/proc/{p}/maps') as f:
+                for line in f:
+                    fields = line.split()
+                    if len(fields) >= 6 and 'qemu-' in os.path.basename(fields[5]):
+                        lo, hi = (int(x, 16) for x in fields[0].split('-'))
+                        maps.append((lo, hi, fields[5]))
+            tasks = os.listdir(f'/proc/{p}/task')
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f'/proc/{p}/task/{t}/syscall') as f:
+                    fields = f.read().split()
+            except OSError:
+                continue
+            if len(fields) < 2 or fields[0] != str(SYS_FUTEX_X86_64):
+                continue
+            addr = int(fields[1], 16)
+            for lo, hi, path in maps:
+                if lo <= addr < hi:
+                    return f'process {p} thread {t} waits on a lock at {addr:#x} in {path}'
+    return None

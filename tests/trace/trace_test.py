@@ -11,6 +11,7 @@ import glob
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -272,14 +273,36 @@ def scenario_fork(a):
         eq(who(3333), [(parent, parent)], f'{mode}: MALLOC 3333')
 
 
+def run_forkstress(a, opts, out):
+    """igtrace OPTS -o OUT forkstress, or None when it hung. Under qemu-user a
+    hang on the emulator's own lock (target.emulator_lock_hang: a child
+    forked while another thread wrote) is that emulator's bug, not the
+    tracer's: such a run is repeated, up to 3 runs in all."""
+    for attempt in range(3):
+        if os.path.exists(out):
+            os.unlink(out)
+        p = subprocess.Popen([a.igtrace] + opts + ['-o', out, os.path.join(a.progs, 'forkstress')],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+        try:
+            stdout, stderr = p.communicate(timeout=60)
+            return subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr)
+        except subprocess.TimeoutExpired:
+            why = target.emulator_lock_hang(p.pid) if a.target.emulated else None
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            if not why:
+                return None
+            print(f'again: {opts}: hung in qemu-user, not in the tracer: {why}')
+    return None
+
+
 def scenario_fork_threads(a):
     """fork while other threads trace with stacks: no child hangs, each child's line is there."""
     out = os.path.join(a.tmp, 'forkstress.trace')
     for opts in (['-tm', '-tmm', '--stack', '-D'], ['-tm', '-tmm']):
-        try:
-            r = subprocess.run([a.igtrace] + opts + ['-o', out, os.path.join(a.progs, 'forkstress')],
-                               capture_output=True, text=True, timeout=60)
-        except subprocess.TimeoutExpired:
+        r = run_forkstress(a, opts, out)
+        if r is None:
             check(False, f'{opts}: forkstress hung')
             continue
         eq((r.returncode, r.stdout), (0, 'children 100\n'), f'{opts}: status and output')
