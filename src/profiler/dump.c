@@ -207,31 +207,38 @@ struct leak {
 };
 
 /* The dump works on a snapshot of the tree taken in one pre-order walk: an
- * array of the nodes that exist at that moment, with their parents as
- * indexes. The tree's nodes and counter blocks lie all over the arena, so
- * every visit of one is a cache miss: the nodes are visited once (the walk
- * is a chain of dependent loads), and the counter blocks once, in a pass
- * over the array that asks for each block well before it reads it. Every
- * later step works on arrays in pre-order, which the output (pre-order with
- * the children of a node sorted) reads nearly in sequence: the values
- * copied from the counter blocks, each node's children as a range of one
- * array (built by counting), and each node's call site as a dense index
- * into the table of distinct call sites. The one write into the tree, on
- * the snapshot's visit, is the node's index in the array, tagged with the
- * dump's generation, so a live block can find its node's entry; no pass is
- * needed afterwards to clear it. */
+ * array of the nodes that exist at that moment, 8 bytes each, as a dump of
+ * a tree of half a million nodes is made while the program's own memory is
+ * still mapped and what it holds adds to the process's peak. An entry holds
+ * the end of the node's subtree (its children are the entries from the
+ * next one on, each subtree skipped by its end) and its call site as an
+ * index into the table of distinct pcs, with two flags. A node with a
+ * counter block has an entry in a second, smaller array (aux) that points
+ * at the node, its block and its live blocks; those entries are made in
+ * pre-order, so a node's is found by counting the flagged nodes before it
+ * (a bit per node and a count per 64). Counter values are read from the
+ * blocks when they are written, and once on the snapshot's visit to tell
+ * whether the node has data. The one write into the tree, on that visit,
+ * is the node's index in the array, tagged with the dump's generation, so a
+ * live block can find its node's entry; no pass is needed afterwards to
+ * clear it. */
 struct node_info {
-  struct igprof_node *node;
-  uintptr_t pc;
-  struct igprof_counter_value *counters;
-  struct leak *leaks;
-  uint32_t parent; /* index, or NO_INDEX for the root's children */
-  uint32_t vals;   /* this node's values in dump_ctx.vals, or NO_INDEX */
-  uint32_t site;   /* its pc's entry in dump_ctx.sites */
-  int has_data;
+  uint32_t end;  /* one past the last entry of its subtree */
+  uint32_t site; /* its pc's entry in dump_ctx.sites; HAS_DATA, HAS_AUX */
 };
 
 #define NO_INDEX UINT32_MAX
+/* In node_info.site: the node or one below it has data to write; the node
+ * has an entry in dump_ctx.aux. */
+#define HAS_DATA 0x80000000u
+#define HAS_AUX 0x40000000u
+#define SITE_OF(info) ((info)->site & ~(HAS_DATA | HAS_AUX))
+
+struct aux {
+  struct igprof_node *node;
+  const struct igprof_counter_value *counters;
+  struct leak *leaks;
+};
 
 /* A distinct call site: its FN id once written (NO_INDEX until then) and
  * the offset from its symbol's start, written after every reference. */
@@ -248,13 +255,22 @@ struct dump_ctx {
   /* the snapshot: infos[0..count); a node of it has dump_gen == gen */
   struct node_info *infos;
   uint32_t count, gen;
-  /* per node with a counter block: ticks, value, peak of each counter */
-  int64_t *vals;
-  /* the children with data of node p are kids[first_kid[p] .. first_kid[p + 1]),
-   * sorted by pc; p = count stands for the root */
-  uint32_t *kids, *first_kid;
-  struct site *sites; /* distinct pcs of the nodes with data */
+  /* the nodes with a counter block, in pre-order; aux_bits has node i's
+   * bit HAS_AUX at bit i % 64 of word i / 64, aux_rank[i / 64] the entries
+   * made before node i & ~63 */
+  struct aux *aux;
+  uint32_t naux;
+  uint64_t *aux_bits;
+  uint32_t *aux_rank;
+  struct site *sites; /* distinct pcs of the snapshot's nodes */
   uint32_t nsites, next_fn;
+  uint32_t *site_table; /* pc -> index in sites, open addressing, at most half full */
+  size_t site_slots;
+  /* the children of the nodes on the output's path, each node's in
+   * ascending pc order (push_kids), and room to sort them by pc */
+  uint32_t *kids, nkids, kids_cap;
+  uintptr_t *kid_pcs;
+  uint32_t kid_pcs_cap;
   int *module_fid; /* per snapshot module, -1 until written */
   int next_fid, nofile_fid;
   int counter_defined[IGPROF_MAX_COUNTERS];
@@ -269,118 +285,187 @@ static uint32_t index_of(const struct dump_ctx *d, const struct igprof_node *n)
   return n->dump_gen == d->gen ? n->dump_index : NO_INDEX;
 }
 
-/* The snapshot: one pre-order walk, at most `cap` nodes. */
+static int has_data(const struct dump_ctx *d, uint32_t i) { return (d->infos[i].site & HAS_DATA) != 0; }
+
+/* Node i's entry in d->aux, or NULL. */
+static struct aux *aux_of(const struct dump_ctx *d, uint32_t i)
+{
+  if (!(d->infos[i].site & HAS_AUX)) return NULL;
+  uint64_t before = d->aux_bits[i / 64] & ((UINT64_C(1) << (i % 64)) - 1);
+  return &d->aux[d->aux_rank[i / 64] + (uint32_t) __builtin_popcountll(before)];
+}
+
+#define SITE_SLOT(pc, mask) ((size_t) (((uint64_t) (pc) * 0x9e3779b97f4a7c15ull) >> 20) & (mask))
+
+/* A table of twice the slots, the sites entered again. */
+static int grow_site_table(struct dump_ctx *d)
+{
+  size_t slots = d->site_slots ? d->site_slots * 2 : 4096;
+  uint32_t *table = igprof_scratch_alloc(&d->scratch, sizeof *table * slots);
+  if (!table) return -1;
+  memset(table, 0xff, sizeof *table * slots); /* NO_INDEX */
+  for (uint32_t s = 0; s < d->nsites; ++s) {
+    size_t at = SITE_SLOT(d->sites[s].pc, slots - 1);
+    while (table[at] != NO_INDEX) at = (at + 1) & (slots - 1);
+    table[at] = s;
+  }
+  d->site_table = table;
+  d->site_slots = slots;
+  return 0;
+}
+
+/* The entry of `pc` in d->sites, made on first use; NO_INDEX when out of
+ * memory. */
+static uint32_t site_of(struct dump_ctx *d, uintptr_t pc)
+{
+  if ((size_t) d->nsites * 2 >= d->site_slots && grow_site_table(d) != 0) return NO_INDEX;
+  size_t mask = d->site_slots - 1, at = SITE_SLOT(pc, mask);
+  uint32_t s;
+  while ((s = d->site_table[at]) != NO_INDEX && d->sites[s].pc != pc) at = (at + 1) & mask;
+  if (s == NO_INDEX) {
+    s = d->site_table[at] = d->nsites++;
+    d->sites[s] = (struct site){pc, 0, NO_INDEX};
+  }
+  return s;
+}
+#undef SITE_SLOT
+
+/* Counter `id`'s ticks, value and peak in a node's block. */
+static void read_counter(const struct aux *a, int id, int64_t v[3])
+{
+  igprof_counter_reader reader = igprof_counter_reader_of(id);
+  if (reader) {
+    reader(a->node, a->counters, v);
+    return;
+  }
+  const struct igprof_counter_value *c = &a->counters[igprof_counter_slot(id)];
+  v[0] = atomic_load_explicit(&c->ticks, memory_order_relaxed);
+  v[1] = atomic_load_explicit(&c->value, memory_order_relaxed);
+  v[2] = atomic_load_explicit(&c->peak, memory_order_relaxed);
+}
+
+/* Node i (node n) as the snapshot's walk finds it. */
+static int visit(struct dump_ctx *d, uint32_t i, struct igprof_node *n)
+{
+  uint32_t site = site_of(d, n->pc);
+  if (site == NO_INDEX) return -1;
+  struct node_info *info = &d->infos[i];
+  info->end = NO_INDEX;
+  info->site = site;
+  if (i % 64 == 0) {
+    d->aux_bits[i / 64] = 0;
+    d->aux_rank[i / 64] = d->naux;
+  }
+  const struct igprof_counter_value *counters = atomic_load_explicit(&n->counters, memory_order_acquire);
+  if (counters) {
+    struct aux *a = &d->aux[d->naux++];
+    *a = (struct aux){n, counters, NULL};
+    info->site |= HAS_AUX;
+    d->aux_bits[i / 64] |= UINT64_C(1) << (i % 64);
+    for (int id = 0, nc = igprof_counter_count(); id < nc && !(info->site & HAS_DATA); ++id) {
+      int64_t v[3];
+      read_counter(a, id, v);
+      if (v[0] || v[1] || v[2]) info->site |= HAS_DATA;
+    }
+  }
+  n->dump_index = i;
+  n->dump_gen = d->gen;
+  return 0;
+}
+
+/* The snapshot: one pre-order walk, at most `cap` nodes. A node has data
+ * of its own when a counter of its block is not all zero. `open` holds the
+ * entries of the current node's ancestors. */
 static void take_snapshot(struct dump_ctx *d, struct igprof_node *root, uint64_t cap)
 {
-  d->infos = igprof_scratch_alloc(&d->scratch, sizeof *d->infos * (size_t) (cap ? cap : 1));
-  if (!d->infos) { d->no_memory = 1; return; }
+  size_t room = (size_t) (cap ? cap : 1), words = room / 64 + 1;
+  /* Reserved for every node, written as far as used (the pages beyond are
+   * never touched, so never resident). */
+  d->infos = igprof_scratch_alloc(&d->scratch, sizeof *d->infos * room);
+  d->aux = igprof_scratch_alloc(&d->scratch, sizeof *d->aux * room);
+  d->sites = igprof_scratch_alloc(&d->scratch, sizeof *d->sites * room);
+  d->aux_bits = igprof_scratch_alloc(&d->scratch, sizeof *d->aux_bits * words);
+  d->aux_rank = igprof_scratch_alloc(&d->scratch, sizeof *d->aux_rank * words);
+  uint32_t open_cap = (uint32_t) igprof_config.depth + 16, top = 0;
+  uint32_t *open = igprof_scratch_alloc(&d->scratch, sizeof *open * open_cap);
+  if (!d->infos || !d->aux || !d->sites || !d->aux_bits || !d->aux_rank || !open || grow_site_table(d) != 0) {
+    d->no_memory = 1;
+    return;
+  }
   /* A generation tells this dump's snapshot from older ones (0: never). */
   if (++dump_generation == 0) ++dump_generation;
   d->gen = dump_generation;
-  /* The entry of the current node's parent. */
-  uint32_t parent = NO_INDEX;
   struct igprof_node *n = atomic_load_explicit(&root->children, memory_order_acquire);
   while (n && d->count < cap) {
     uint32_t i = d->count++;
-    struct node_info *info = &d->infos[i];
-    info->node = n;
-    info->pc = n->pc;
-    info->counters = atomic_load_explicit(&n->counters, memory_order_acquire); /* read_counters */
-    info->leaks = NULL;
-    info->parent = parent;
-    n->dump_index = i;
-    n->dump_gen = d->gen;
+    if (visit(d, i, n) != 0) { d->no_memory = 1; return; }
     struct igprof_node *c = atomic_load_explicit(&n->children, memory_order_acquire);
     if (c) { /* down */
-      parent = i;
+      if (top == open_cap) { /* deeper than stacks are kept: not expected */
+        uint32_t *more = igprof_scratch_alloc(&d->scratch, sizeof *more * open_cap * 2);
+        if (!more) { d->no_memory = 1; return; }
+        memcpy(more, open, sizeof *open * top);
+        open = more;
+        open_cap *= 2;
+      }
+      open[top++] = i;
       n = c;
       continue;
     }
-    /* across, or up until a sibling is found */
-    uint32_t at = i;
+    /* across, or up (each node left behind is complete) until a sibling is found */
+    d->infos[i].end = d->count;
     while (n && !n->sibling) {
       n = n->parent == root ? NULL : n->parent;
-      at = d->infos[at].parent;
+      if (n && top) d->infos[open[--top]].end = d->count;
     }
     if (!n) break;
     n = n->sibling;
-    parent = d->infos[at].parent;
   }
+  /* Cut short at `cap`: the nodes still open end with the snapshot. */
+  while (top) d->infos[open[--top]].end = d->count;
 }
 
-/* How far ahead of its read a pass over the snapshot asks for a block. */
-#define AHEAD 16
-
-/* The counter values of every node, copied in pre-order, and "has data"
- * (a counter not all zero; the leaks come later). Each block is asked
- * for AHEAD nodes before it is read, so the misses overlap. */
-static void read_counters(struct dump_ctx *d)
+/* "Has data" carried up: a node is written if it or one below it has data.
+ * Children come after their parent, so one pass from the last node back. */
+static void carry_data_up(struct dump_ctx *d)
 {
-  int nc = igprof_counter_count();
-  uint32_t with = 0;
-  for (uint32_t i = 0; i < d->count; ++i) with += d->infos[i].counters != NULL;
-  d->vals = igprof_scratch_alloc(&d->scratch, sizeof *d->vals * 3 * (size_t) nc * (with ? with : 1));
-  if (!d->vals) { d->no_memory = 1; return; }
-  uint32_t k = 0;
-  for (uint32_t i = 0; i < d->count; ++i) {
-    if (i + AHEAD < d->count && d->infos[i + AHEAD].counters) {
-      const char *b = (const char *) d->infos[i + AHEAD].counters;
-      for (size_t line = 0; line < sizeof(struct igprof_counter_value) * (size_t) nc; line += IGPROF_CACHE_LINE)
-        __builtin_prefetch(b + line);
-    }
+  for (uint32_t i = d->count; i-- > 0;) {
     struct node_info *info = &d->infos[i];
-    info->vals = NO_INDEX;
-    info->has_data = 0;
-    if (!info->counters) continue;
-    int64_t *v = d->vals + (size_t) k * 3 * (size_t) nc;
-    int any = 0;
-    for (int id = 0; id < nc; ++id) {
-      const struct igprof_counter_value *c = &info->counters[igprof_counter_slot(id)];
-      igprof_counter_reader reader = igprof_counter_reader_of(id);
-      if (reader) {
-        reader(info->node, info->counters, &v[3 * id]);
-      } else {
-        v[3 * id] = atomic_load_explicit(&c->ticks, memory_order_relaxed);
-        v[3 * id + 1] = atomic_load_explicit(&c->value, memory_order_relaxed);
-        v[3 * id + 2] = atomic_load_explicit(&c->peak, memory_order_relaxed);
-      }
-      any |= v[3 * id] || v[3 * id + 1] || v[3 * id + 2];
-    }
-    info->vals = k++;
-    info->has_data = any;
+    for (uint32_t j = i + 1; j < info->end && !(info->site & HAS_DATA); j = d->infos[j].end)
+      if (has_data(d, j)) info->site |= HAS_DATA;
   }
 }
 
-/* The distinct pcs of the nodes with data, each node pointed at its own:
- * an open-addressed table of pc -> site, whose slots are asked for ahead. */
-static void find_sites(struct dump_ctx *d)
+/* Node p's children with data (p == NO_INDEX: the root's) pushed onto
+ * d->kids in ascending pc order (a shell sort: siblings' pcs differ);
+ * returns where they begin, or NO_INDEX when out of memory. */
+static uint32_t push_kids(struct dump_ctx *d, uint32_t p)
 {
-  size_t slots = 64;
-  while (slots < (size_t) d->count * 2) slots <<= 1;
-  uint32_t *table = igprof_scratch_alloc(&d->scratch, sizeof *table * slots);
-  d->sites = igprof_scratch_alloc(&d->scratch, sizeof *d->sites * (d->count ? d->count : 1));
-  if (!table || !d->sites) { d->no_memory = 1; return; }
-  memset(table, 0xff, sizeof *table * slots); /* NO_INDEX */
-  size_t mask = slots - 1;
-#define SITE_SLOT(pc) ((size_t) (((uint64_t) (pc) * 0x9e3779b97f4a7c15ull) >> 20) & mask)
-  for (uint32_t i = 0; i < d->count; ++i) {
-    if (i + AHEAD < d->count) __builtin_prefetch(&table[SITE_SLOT(d->infos[i + AHEAD].pc)]);
-    struct node_info *info = &d->infos[i];
-    if (!info->has_data) continue;
-    size_t at = SITE_SLOT(info->pc);
-    while (table[at] != NO_INDEX && d->sites[table[at]].pc != info->pc) at = (at + 1) & mask;
-    if (table[at] == NO_INDEX) {
-      table[at] = d->nsites;
-      d->sites[d->nsites++] = (struct site){info->pc, 0, NO_INDEX};
+  uint32_t base = d->nkids;
+  uint32_t last = p == NO_INDEX ? d->count : d->infos[p].end;
+  for (uint32_t j = p == NO_INDEX ? 0 : p + 1; j < last; j = d->infos[j].end) {
+    if (!has_data(d, j)) continue;
+    if (d->nkids == d->kids_cap) {
+      uint32_t cap = d->kids_cap ? d->kids_cap * 2 : 4096;
+      uint32_t *kids = igprof_scratch_alloc(&d->scratch, sizeof *kids * cap);
+      if (!kids) return NO_INDEX;
+      if (d->nkids) memcpy(kids, d->kids, sizeof *kids * d->nkids);
+      d->kids = kids;
+      d->kids_cap = cap;
     }
-    info->site = table[at];
+    d->kids[d->nkids++] = j;
   }
-#undef SITE_SLOT
-}
-
-/* Children in ascending pc order: a shell sort of one node's range. */
-static void sort_kids(uint32_t *v, uintptr_t *pc, size_t n)
-{
+  uint32_t n = d->nkids - base;
+  if (n < 2) return base;
+  if (n > d->kid_pcs_cap) {
+    uint32_t cap = n > 4096 ? n : 4096;
+    d->kid_pcs = igprof_scratch_alloc(&d->scratch, sizeof *d->kid_pcs * cap);
+    if (!d->kid_pcs) return NO_INDEX;
+    d->kid_pcs_cap = cap;
+  }
+  uint32_t *v = d->kids + base;
+  uintptr_t *pc = d->kid_pcs;
+  for (uint32_t k = 0; k < n; ++k) pc[k] = d->sites[SITE_OF(&d->infos[v[k]])].pc;
   static const size_t gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
   for (size_t g = 0; g < sizeof gaps / sizeof gaps[0]; ++g) {
     size_t gap = gaps[g];
@@ -394,36 +479,7 @@ static void sort_kids(uint32_t *v, uintptr_t *pc, size_t n)
       pc[j] = key;
     }
   }
-}
-
-/* Each node's children with data as one range of d->kids, by counting:
- * the number per parent, the end of each range, then the nodes placed
- * from the last one down (so each range is in pre-order), then sorted. */
-static void find_kids(struct dump_ctx *d)
-{
-  uint32_t n = d->count;
-  d->first_kid = igprof_scratch_alloc(&d->scratch, sizeof *d->first_kid * ((size_t) n + 2));
-  d->kids = igprof_scratch_alloc(&d->scratch, sizeof *d->kids * (n ? n : 1));
-  uintptr_t *pcs = igprof_scratch_alloc(&d->scratch, sizeof *pcs * (n ? n : 1));
-  if (!d->first_kid || !d->kids || !pcs) { d->no_memory = 1; return; }
-  uint32_t *end = d->first_kid;
-  memset(end, 0, sizeof *end * ((size_t) n + 2));
-#define PARENT(i) (d->infos[i].parent == NO_INDEX ? n : d->infos[i].parent)
-  for (uint32_t i = 0; i < n; ++i)
-    if (d->infos[i].has_data) end[PARENT(i)]++;
-  uint32_t sum = 0;
-  for (uint32_t p = 0; p <= n; ++p) sum = end[p] += sum;
-  end[n + 1] = sum;
-  for (uint32_t i = n; i-- > 0;)
-    if (d->infos[i].has_data) {
-      uint32_t at = --end[PARENT(i)];
-      d->kids[at] = i;
-      pcs[at] = d->infos[i].pc;
-    }
-#undef PARENT
-  /* end[p] is now the first of p's range, which ends where p + 1's begins */
-  for (uint32_t p = 0; p <= n; ++p)
-    if (end[p + 1] - end[p] > 1) sort_kids(d->kids + end[p], pcs + end[p], end[p + 1] - end[p]);
+  return base;
 }
 
 static void attach_leak(void *arg, uintptr_t addr, struct igprof_node *node, uint64_t size)
@@ -431,13 +487,15 @@ static void attach_leak(void *arg, uintptr_t addr, struct igprof_node *node, uin
   struct dump_ctx *d = arg;
   uint32_t i = index_of(d, node);
   if (i == NO_INDEX) return; /* node created after the snapshot began */
+  d->infos[i].site |= HAS_DATA;
+  struct aux *a = aux_of(d, i);
+  if (!a) return; /* its counter block came after the snapshot's visit: its values are not written */
   struct leak *l = igprof_scratch_alloc(&d->scratch, sizeof *l);
   if (!l) { d->no_memory = 1; return; }
   l->addr = addr;
   l->size = size;
-  l->next = d->infos[i].leaks;
-  d->infos[i].leaks = l;
-  d->infos[i].has_data = 1;
+  l->next = a->leaks;
+  a->leaks = l;
   d->leaks++;
 }
 
@@ -491,16 +549,18 @@ static void write_fn(struct dump_ctx *d, struct site *site)
   igprof_out_hex(o, site->offset);
 }
 
-static void write_counters(struct dump_ctx *d, const struct node_info *info)
+static void write_counters(struct dump_ctx *d, uint32_t i)
 {
   struct igprof_out *o = &d->out;
-  if (info->vals == NO_INDEX) return;
+  const struct aux *a = aux_of(d, i);
+  if (!a) return;
   int nc = igprof_counter_count();
-  const int64_t *v = d->vals + (size_t) info->vals * 3 * (size_t) nc;
   for (int i = 0; i < nc; ++i) {
-    int64_t ticks = v[3 * i], value = v[3 * i + 1];
-    int64_t peak = igprof_counter_is_sum(i) ? value : v[3 * i + 2];
-    int has_leaks = igprof_counter_has_leaks(i) && info->leaks;
+    int64_t v[3];
+    read_counter(a, i, v);
+    int64_t ticks = v[0], value = v[1];
+    int64_t peak = igprof_counter_is_sum(i) ? value : v[2];
+    int has_leaks = igprof_counter_has_leaks(i) && a->leaks;
     if (!ticks && !peak && !has_leaks) continue;
     igprof_out_str(o, " V");
     igprof_out_hex(o, (uint64_t) i);
@@ -518,7 +578,7 @@ static void write_counters(struct dump_ctx *d, const struct node_info *info)
     igprof_out_shex(o, peak);
     igprof_out_char(o, ')');
     if (has_leaks)
-      for (struct leak *l = info->leaks; l; l = l->next) {
+      for (struct leak *l = a->leaks; l; l = l->next) {
         igprof_out_str(o, ";LK=(0x");
         igprof_out_hex(o, l->addr);
         igprof_out_char(o, ',');
@@ -528,38 +588,52 @@ static void write_counters(struct dump_ctx *d, const struct node_info *info)
   }
 }
 
+/* A node on the output's path: its children with data are d->kids[next,
+ * end); they were pushed from `base` (== next at first). */
 struct frame {
-  uint32_t next, end; /* in d->kids */
+  uint32_t base, next, end;
 };
 
-/* Depth-first output with an explicit stack (trees can be deeper than a
- * small thread stack allows recursion), children in ascending pc order. */
-static void write_tree(struct dump_ctx *d)
+/* Depth-first output of the snapshot's nodes with data, children in
+ * ascending pc order, with an explicit stack (trees can be deeper than a
+ * small thread stack allows recursion), at most `cap` levels. visit(d, i,
+ * depth, arg) writes node i and says whether to go below it. */
+static void walk_output(struct dump_ctx *d, int (*visit)(struct dump_ctx *, uint32_t, int, void *), void *arg)
 {
   int cap = igprof_config.depth + 8;
   struct frame *stack = igprof_scratch_alloc(&d->scratch, sizeof *stack * (size_t) cap);
-  if (!stack) { d->no_memory = 1; return; }
+  uint32_t base = stack ? push_kids(d, NO_INDEX) : NO_INDEX;
+  if (base == NO_INDEX) { d->no_memory = 1; return; }
   int top = 0;
-  stack[top++] = (struct frame){d->first_kid[d->count], d->first_kid[d->count + 1]};
+  stack[top++] = (struct frame){base, base, d->nkids};
   while (top > 0) {
     struct frame *f = &stack[top - 1];
     if (f->next == f->end) {
+      d->nkids = f->base;
       --top;
       continue;
     }
     uint32_t i = d->kids[f->next++];
-    struct node_info *info = &d->infos[i];
-    igprof_out_char(&d->out, 'C');
-    igprof_out_hex(&d->out, (uint64_t) top);
-    igprof_out_char(&d->out, ' ');
-    write_fn(d, &d->sites[info->site]);
-    write_counters(d, info);
-    igprof_out_char(&d->out, '\n');
-    d->nodes++;
-    if (d->first_kid[i] != d->first_kid[i + 1] && top < cap)
-      stack[top++] = (struct frame){d->first_kid[i], d->first_kid[i + 1]};
+    if (!visit(d, i, top, arg) || top >= cap || d->infos[i].end == i + 1) continue;
+    if ((base = push_kids(d, i)) == NO_INDEX) { d->no_memory = 1; return; }
+    stack[top++] = (struct frame){base, base, d->nkids};
   }
 }
+
+static int write_node(struct dump_ctx *d, uint32_t i, int depth, void *arg)
+{
+  (void) arg;
+  igprof_out_char(&d->out, 'C');
+  igprof_out_hex(&d->out, (uint64_t) depth);
+  igprof_out_char(&d->out, ' ');
+  write_fn(d, &d->sites[SITE_OF(&d->infos[i])]);
+  write_counters(d, i);
+  igprof_out_char(&d->out, '\n');
+  d->nodes++;
+  return 1;
+}
+
+static void write_tree(struct dump_ctx *d) { walk_output(d, write_node, NULL); }
 
 /* FN<id>=(F<nofile>+0 N=(<name>))+<offset>: a frame of no file (the
  * timeline's), defining the no-file F id on its first use. */
@@ -579,30 +653,41 @@ static void write_synthetic_fn(struct dump_ctx *d, uint32_t id, const char *name
   igprof_out_hex(o, offset);
 }
 
-/* One line of a snapshot's copy of the tree: node i at `depth`, with its
- * HEAP_SNAPSHOT counter if it held live blocks then (in[i] == 2). */
-static void write_snapshot_line(struct dump_ctx *d, uint32_t i, int depth, const uint8_t *in,
-                                const int64_t (*val)[2], int cid, uint32_t sample, int *defined)
+/* What a detailed snapshot's walk over the tree writes. */
+struct snapshot_walk {
+  const uint8_t *in;
+  const int64_t (*val)[2];
+  int cid, defined;
+  uint32_t sample;
+};
+
+/* One line of a snapshot's copy of the tree: node i at `depth` under the
+ * snapshot's own line, with its HEAP_SNAPSHOT counter if it held live
+ * blocks then (in[i] == 2); nothing for a node that led to none (in[i] == 0). */
+static int write_snapshot_line(struct dump_ctx *d, uint32_t i, int depth, void *arg)
 {
+  struct snapshot_walk *w = arg;
+  if (!w->in[i]) return 0;
   struct igprof_out *o = &d->out;
   igprof_out_char(o, 'C');
-  igprof_out_hex(o, (uint64_t) depth);
+  igprof_out_hex(o, (uint64_t) depth + 1);
   igprof_out_char(o, ' ');
-  write_fn(d, &d->sites[d->infos[i].site]);
-  if (in[i] == 2) {
+  write_fn(d, &d->sites[SITE_OF(&d->infos[i])]);
+  if (w->in[i] == 2) {
     igprof_out_str(o, " V");
-    igprof_out_hex(o, (uint64_t) cid);
-    if (!*defined) igprof_out_str(o, "=(HEAP_SNAPSHOT)");
-    *defined = 1;
+    igprof_out_hex(o, (uint64_t) w->cid);
+    if (!w->defined) igprof_out_str(o, "=(HEAP_SNAPSHOT)");
+    w->defined = 1;
     igprof_out_str(o, ":(");
-    igprof_out_shex(o, val[i][0]);
+    igprof_out_shex(o, w->val[i][0]);
     igprof_out_char(o, ',');
-    igprof_out_shex(o, val[i][1]);
+    igprof_out_shex(o, w->val[i][1]);
     igprof_out_char(o, ',');
-    igprof_out_hex(o, sample);
+    igprof_out_hex(o, w->sample);
     igprof_out_char(o, ')');
   }
   igprof_out_char(o, '\n');
+  return 1;
 }
 
 /* The detailed snapshots (--snapshots; docs/dump-format.md): for each, a
@@ -614,21 +699,23 @@ static void write_snapshots(struct dump_ctx *d, const struct igprof_heap_snapsho
 {
   uint8_t *in = igprof_scratch_alloc(&d->scratch, d->count + 1);
   int64_t (*val)[2] = igprof_scratch_alloc(&d->scratch, sizeof *val * (d->count + 1));
-  struct frame *stack = igprof_scratch_alloc(&d->scratch, sizeof *stack * (size_t) (igprof_config.depth + 8));
-  if (!in || !val || !stack) { d->no_memory = 1; return; }
+  if (!in || !val) { d->no_memory = 1; return; }
   uint32_t fn = d->next_fn++;
-  int defined = 0, cap = igprof_config.depth + 8;
-  for (size_t k = 0; k < n; ++k) {
+  struct snapshot_walk w = {in, (const int64_t (*)[2]) val, cid, 0, 0};
+  for (size_t k = 0; k < n && !d->no_memory; ++k) {
     const struct igprof_heap_snapshot *s = &snapshots[k];
     memset(in, 0, d->count + 1);
     for (uint32_t p = 0; p < s->count; ++p) {
       uint32_t i = index_of(d, s->paths[p].node);
-      if (i == NO_INDEX || !d->infos[i].has_data) continue; /* made after the dump's snapshot began */
+      if (i == NO_INDEX || !has_data(d, i)) continue; /* made after the dump's snapshot began */
       val[i][0] = s->paths[p].blocks;
       val[i][1] = s->paths[p].bytes;
       in[i] = 2;
-      for (uint32_t j = d->infos[i].parent; j != NO_INDEX && !in[j]; j = d->infos[j].parent) in[j] = 1;
     }
+    /* and the nodes above them (children after their parent) */
+    for (uint32_t i = d->count; i-- > 0;)
+      for (uint32_t j = i + 1; j < d->infos[i].end && !in[i]; j = d->infos[j].end)
+        if (in[j]) in[i] = 1;
     igprof_out_str(&d->out, "C1 ");
     if (k == 0) write_synthetic_fn(d, fn, "@igprof_heap_snapshot", s->sample);
     else {
@@ -638,17 +725,8 @@ static void write_snapshots(struct dump_ctx *d, const struct igprof_heap_snapsho
       igprof_out_hex(&d->out, s->sample);
     }
     igprof_out_char(&d->out, '\n');
-    int top = 0;
-    stack[top++] = (struct frame){d->first_kid[d->count], d->first_kid[d->count + 1]};
-    while (top > 0) {
-      struct frame *f = &stack[top - 1];
-      if (f->next == f->end) { --top; continue; }
-      uint32_t i = d->kids[f->next++];
-      if (!in[i]) continue;
-      write_snapshot_line(d, i, top + 1, in, (const int64_t (*)[2]) val, cid, s->sample, &defined);
-      if (d->first_kid[i] != d->first_kid[i + 1] && top < cap)
-        stack[top++] = (struct frame){d->first_kid[i], d->first_kid[i + 1]};
-    }
+    w.sample = s->sample;
+    walk_output(d, write_snapshot_line, &w);
   }
 }
 
@@ -810,12 +888,8 @@ static int write_dump(struct dump_ctx *d, int fd)
    * read before increments made by nodes already linked: never run short). */
   uint64_t nodes_now = igprof_tree_node_count();
   take_snapshot(d, root, nodes_now + nodes_now / 4 + 1024);
-  if (!d->no_memory) read_counters(d);
   if (!d->no_memory) igprof_live_foreach(attach_leak, d);
-  for (uint32_t i = d->count; i-- > 0;)
-    if (d->infos[i].has_data && d->infos[i].parent != NO_INDEX) d->infos[d->infos[i].parent].has_data = 1;
-  if (!d->no_memory) find_sites(d);
-  if (!d->no_memory) find_kids(d);
+  if (!d->no_memory) carry_data_up(d);
   d->symbols = symbols_snapshot(&d->scratch);
   int nmod = symbols_count(d->symbols);
   d->module_fid = igprof_scratch_alloc(&d->scratch, sizeof(int) * (size_t) (nmod + 1));
