@@ -194,8 +194,7 @@ static void out_unsigned(struct igprof_out *o, uint64_t v, unsigned base)
  * numbers (a compiler's has a few hundred thousand). */
 void igprof_out_hex(struct igprof_out *o, uint64_t v)
 {
-  int digits = 1;
-  for (uint64_t rest = v >> 4; rest; rest >>= 4) ++digits;
+  int digits = (67 - __builtin_clzll(v | 1)) / 4; /* significant hex digits, 1 for 0 */
   if (o->cap - o->len < (size_t) digits) igprof_out_flush(o);
   char *p = o->buf + o->len + digits;
   do { *--p = "0123456789abcdef"[v & 15]; v >>= 4; } while (v);
