@@ -70,6 +70,19 @@ void *igprof_scratch_alloc(struct igprof_scratch *s, size_t size)
   return p;
 }
 
+size_t igprof_scratch_resident(const struct igprof_scratch *s)
+{
+  size_t page = (size_t) sysconf(_SC_PAGESIZE), bytes = 0;
+  unsigned char vec[256];
+  for (const struct scratch_block *b = s->head; b; b = b->next)
+    for (size_t at = 0; at < b->size; at += page * sizeof vec) {
+      size_t len = b->size - at < page * sizeof vec ? b->size - at : page * sizeof vec;
+      if (mincore((char *) b + at, len, vec) != 0) return (size_t) -1;
+      for (size_t k = 0; k < (len + page - 1) / page; ++k) bytes += (vec[k] & 1) ? page : 0;
+    }
+  return bytes;
+}
+
 void igprof_scratch_release(struct igprof_scratch *s)
 {
   while (s->head) {

@@ -1017,8 +1017,10 @@ int igprof_dump(enum igprof_dump_kind kind, const char *name, const char *why)
   else {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     long us = (long) ((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000);
-    igprof_debug("dump written: %s (%s; %llu nodes, %llu live blocks, %ld us)", target, why,
-                 (unsigned long long) d->nodes, (unsigned long long) d->leaks, us);
+    size_t resident = igprof_scratch_resident(&d->scratch);
+    igprof_debug("dump written: %s (%s; %llu nodes, %llu live blocks, %ld us, %lld KB of working memory)", target,
+                 why, (unsigned long long) d->nodes, (unsigned long long) d->leaks, us,
+                 resident == (size_t) -1 ? -1LL : (long long) (resident / 1024));
     igprof_walk_debug_stats();
   }
   scratch = d->scratch;

@@ -446,6 +446,10 @@ struct igprof_scratch {
 };
 void *igprof_scratch_alloc(struct igprof_scratch *s, size_t size);
 void igprof_scratch_release(struct igprof_scratch *s);
+/* The bytes of a scratch region's pages that are resident (mincore), or
+ * (size_t) -1 when the kernel does not say: the working memory of a dump,
+ * for -d. */
+size_t igprof_scratch_resident(const struct igprof_scratch *s);
 
 /* ------------------------------------------------------------------ */
 /* Formatting and messages (format.c): no allocation, signal-safe       */

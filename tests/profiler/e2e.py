@@ -232,6 +232,31 @@ def scenario_fork_stress(a):
         expect_mem(d, {'child_alloc': (10, 1000, 100, 10, 1000)})
 
 
+def scenario_dump_memory(a):
+    """The final dump's working memory (what it adds to the process's peak,
+    its pages resident at its end, which -d reports) grows by tens of bytes a
+    node, not by a hundred: memtest wide 16 builds a tree of 3 x 2^16 nodes
+    and more, every other block still live at the dump."""
+    k = 16
+    r = run([a.igprof, '-mp', '-d', '-o', 'wide.ig', a.memtest, 'wide', str(k)])
+    eq((r.returncode, r.stdout), (0, f'stacks {1 << k}\n'), 'status and output')
+    m = re.search(r'dump written: \S*/wide\.ig \(exit; (\d+) nodes, (\d+) live blocks, \d+ us, '
+                  r'(-?\d+) KB of working memory\)', r.stderr)
+    check(m is not None, f'-d reports the dump and its working memory: {r.stderr[-400:]!r}')
+    if not m:
+        return
+    nodes, live, kb = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    lines = sum(1 for line in open('wide.ig') if line.startswith('C'))
+    eq(nodes, lines, 'nodes reported: the lines of the dump')
+    check(nodes >= 3 * (1 << k) - 1, f'a tree of at least 3 x 2^{k} - 1 nodes: {nodes}')
+    eq(live, (1 << (k - 1)) + 1, 'live blocks at the dump: every other one, and stdout\'s buffer')
+    # 8 bytes a node, 24 (12 on 32-bit machines) a node with counters (2^16
+    # here) and a live block; the output buffer, call-site table and symbol
+    # tables besides: at most 32 bytes a node and 1 MiB.
+    check(0 <= kb * 1024 <= 32 * nodes + (1 << 20),
+          f'working memory {kb} KB for {nodes} nodes: at most 32 bytes a node and 1 MiB')
+
+
 def scenario_exec(a):
     r = run([a.igprof, '-mp', a.memtest, 'exec'])
     eq(r.returncode, 0, 'exit status')

@@ -393,6 +393,33 @@ static int dlopen_own(const char *lib)
   return 0;
 }
 
+/* wide K: 2^K distinct stacks, K calls below wide_stacks each, every call
+ * wide_a or wide_b as the bits of the path say (the two call sites of each
+ * are distinct frames): a call tree of about 2^(K+1) nodes. Each stack
+ * allocates 16 bytes; every other block stays live. */
+NOINLINE void *wide_b(int level, int k, unsigned path);
+NOINLINE void *wide_a(int level, int k, unsigned path)
+{
+  if (level == k) return malloc(16);
+  return (path >> level) & 1 ? wide_b(level + 1, k, path) : wide_a(level + 1, k, path);
+}
+
+NOINLINE void *wide_b(int level, int k, unsigned path)
+{
+  if (level == k) return malloc(16);
+  return (path >> level) & 1 ? wide_b(level + 1, k, path) : wide_a(level + 1, k, path);
+}
+
+static int wide_stacks(int k)
+{
+  for (unsigned path = 0; path < 1u << k; ++path) {
+    void *p = wide_a(0, k, path);
+    if (path & 1) free(p);
+  }
+  printf("stacks %u\n", 1u << k);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -415,6 +442,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "fork-stress")) return fork_stress();
   if (!strcmp(s, "signal-view")) return signal_view();
   if (!strcmp(s, "dlopen") && argc > 2) return dlopen_own(argv[2]);
+  if (!strcmp(s, "wide") && argc > 2) return wide_stacks(atoi(argv[2]));
   fprintf(stderr, "memtest: unknown scenario %s\n", s);
   return 2;
 }
