@@ -1017,7 +1017,7 @@ int igprof_dump(enum igprof_dump_kind kind, const char *name, const char *why)
   else {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     long us = (long) ((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000);
-    size_t resident = igprof_scratch_resident(&d->scratch);
+    size_t resident = igprof_config.debug ? igprof_scratch_resident(&d->scratch) : 0;
     igprof_debug("dump written: %s (%s; %llu nodes, %llu live blocks, %ld us, %lld KB of working memory)", target,
                  why, (unsigned long long) d->nodes, (unsigned long long) d->leaks, us,
                  resident == (size_t) -1 ? -1LL : (long long) (resident / 1024));
