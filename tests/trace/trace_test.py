@@ -385,14 +385,18 @@ def scenario_throw_dlopen(a):
 def scenario_mmap(a):
     """mmap, mremap, munmap, failed mmap, sbrk, brk: exact lines, with and without stacks."""
     for stack in ([], ['--stack']):
-        for _ in range(10):
+        for attempt in range(60):
             r = run([a.igtrace, '-tmm'] + stack + [os.path.join(a.progs, 'maps')])
             if not (a.target.emulated and r.returncode == 3):
                 break
             # qemu-user maps memory of its own where the break would grow, at
-            # some start addresses: the program says so (status 3); run again.
-            print('again: the break could not grow (qemu-user)')
+            # some start addresses (at times in most runs for a while): the
+            # program says so (status 3); run again, a run takes a fraction
+            # of a second.
+            print(f'again ({attempt + 1}): the break could not grow (qemu-user)')
         eq(r.returncode, 0, 'exit status')
+        if r.returncode != 0:
+            continue
         v = dict(line.split(' ', 1) for line in r.stdout.splitlines())
         page = int(v['page'])
         events = [e for e in parse(r.stderr) if e.prog == 'maps']
