@@ -212,7 +212,7 @@ struct leak {
  * still mapped and what it holds adds to the process's peak. An entry holds
  * the end of the node's subtree (its children are the entries from the
  * next one on, each subtree skipped by its end) and its call site as an
- * index into the table of distinct pcs, with two flags. A node with a
+ * index into the table of distinct pcs, with a flag. A node with a
  * counter block has an entry in a second, smaller array (aux) that points
  * at the node, its block and its live blocks; those entries are made in
  * pre-order, so a node's is found by counting the flagged nodes before it
@@ -224,15 +224,13 @@ struct leak {
  * clear it. */
 struct node_info {
   uint32_t end;  /* one past the last entry of its subtree */
-  uint32_t site; /* its pc's entry in dump_ctx.sites; HAS_DATA, HAS_AUX */
+  uint32_t site; /* its pc's entry in dump_ctx.sites; HAS_DATA */
 };
 
 #define NO_INDEX UINT32_MAX
-/* In node_info.site: the node or one below it has data to write; the node
- * has an entry in dump_ctx.aux. */
+/* In node_info.site: the node or one below it has data to write. */
 #define HAS_DATA 0x80000000u
-#define HAS_AUX 0x40000000u
-#define SITE_OF(info) ((info)->site & ~(HAS_DATA | HAS_AUX))
+#define SITE_OF(info) ((info)->site & ~HAS_DATA)
 
 struct aux {
   struct igprof_node *node;
@@ -255,9 +253,9 @@ struct dump_ctx {
   /* the snapshot: infos[0..count); a node of it has dump_gen == gen */
   struct node_info *infos;
   uint32_t count, gen;
-  /* the nodes with a counter block, in pre-order; aux_bits has node i's
-   * bit HAS_AUX at bit i % 64 of word i / 64, aux_rank[i / 64] the entries
-   * made before node i & ~63 */
+  /* the nodes with a counter block, in pre-order; bit i % 64 of
+   * aux_bits[i / 64] says node i has an entry, aux_rank[i / 64] counts the
+   * entries made before node i & ~63 */
   struct aux *aux;
   uint32_t naux;
   uint64_t *aux_bits;
@@ -290,8 +288,9 @@ static int has_data(const struct dump_ctx *d, uint32_t i) { return (d->infos[i].
 /* Node i's entry in d->aux, or NULL. */
 static struct aux *aux_of(const struct dump_ctx *d, uint32_t i)
 {
-  if (!(d->infos[i].site & HAS_AUX)) return NULL;
-  uint64_t before = d->aux_bits[i / 64] & ((UINT64_C(1) << (i % 64)) - 1);
+  uint64_t word = d->aux_bits[i / 64];
+  if (!(word >> (i % 64) & 1)) return NULL;
+  uint64_t before = word & ((UINT64_C(1) << (i % 64)) - 1);
   return &d->aux[d->aux_rank[i / 64] + (uint32_t) __builtin_popcountll(before)];
 }
 
@@ -360,7 +359,6 @@ static int visit(struct dump_ctx *d, uint32_t i, struct igprof_node *n)
   if (counters) {
     struct aux *a = &d->aux[d->naux++];
     *a = (struct aux){n, counters, NULL};
-    info->site |= HAS_AUX;
     d->aux_bits[i / 64] |= UINT64_C(1) << (i % 64);
     for (int id = 0, nc = igprof_counter_count(); id < nc && !(info->site & HAS_DATA); ++id) {
       int64_t v[3];
