@@ -70,11 +70,15 @@ static void on_prof(int sig, siginfo_t *si, void *ucv)
   sig_walks = k + 1;
 }
 
-/* The name of the function at pc, LIBC for libc.so.6's, "?" without one. */
+/* The name of the function at pc, LIBC for libc.so.6's, "?" without one.
+ * Asked at pc | 1: a Thumb function's symbol value has bit 0 set, so
+ * dladdr names its first byte (a signal's pc at its entry, which the
+ * spinning leaf's loop can be) after the function before it; bit 0 never
+ * leaves the instruction at pc, A32 or Thumb. */
 static const char *name_of(uintptr_t pc)
 {
   Dl_info info;
-  if (!dladdr((void *)pc, &info))
+  if (!dladdr((void *)(pc | 1), &info))
     return "?";
   if (info.dli_fname && strstr(info.dli_fname, "/libc.so"))
     return LIBC;
@@ -217,8 +221,7 @@ int main(void)
   entry_regs[10] = (uintptr_t)entry_walk;
   chain_leaf = entry_probe;
   run(5);
-  /* frame 0 by address: dladdr names a Thumb function's first byte after
-   * the symbol before it (its value has the Thumb bit) */
+  /* frame 0 by address: the leaf's first instruction exactly */
   if (entry_n < 1 || entry_pcs[0] != ((uintptr_t)pc_spin & ~(uintptr_t)1)) {
     printf("FAIL: walk at the leaf's first instruction: frame 0 is %#lx, expected pc_spin at %#lx\n",
            entry_n ? (unsigned long)entry_pcs[0] : 0UL, (unsigned long)pc_spin);
