@@ -374,6 +374,8 @@ void igprof_live_fork_prepare(void);
 void igprof_live_fork_parent(void);
 void igprof_live_fork_child(void); /* unlock and empty */
 uint64_t igprof_live_count(void);
+/* Bytes the live table's slots take (shards, births, the wide table). */
+uint64_t igprof_live_table_bytes(void);
 
 /* ------------------------------------------------------------------ */
 /* Allocation events for other modules (mem.c)                         */

@@ -255,6 +255,14 @@ def scenario_dump_memory(a):
     # tables besides: at most 32 bytes a node and 1 MiB.
     check(0 <= kb * 1024 <= 32 * nodes + (1 << 20),
           f'working memory {kb} KB for {nodes} nodes: at most 32 bytes a node and 1 MiB')
+    # The live table: 12 bytes an entry, a small shard at least two fifths
+    # full (it doubles past four fifths), 256 shards of at least 64 entries.
+    m = re.search(r'live table: (\d+) blocks in (\d+) KB', r.stderr)
+    check(m is not None, f'-d reports the live table: {r.stderr[-400:]!r}')
+    if m:
+        eq(int(m.group(1)), live, 'live table: its blocks')
+        check(int(m.group(2)) * 1024 <= 12 * (256 * 64 + 5 * (live + 256) // 2),
+              f'live table of {m.group(2)} KB for {live} blocks: 12 bytes an entry, at least two fifths full')
 
 
 def scenario_exec(a):

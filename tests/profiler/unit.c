@@ -1,5 +1,5 @@
 /* Unit tests of the runtime's pieces, linked against their objects:
- *   unit options | format | live | tree
+ *   unit options | format | live | live-size | tree
  * Each prints what it checked and exits non-zero on the first mismatch. */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 #include "options.h"
@@ -257,6 +258,76 @@ static void test_live(void)
   CHECK(igprof_live_remove(live_keys[0][4], &n, &size) && n == &fake_nodes[2] && size == 17, "wide -> packed");
   CHECK(igprof_live_remove(live_keys[0][8], &n, &size) && n == &fake_nodes[1] && size == big + 1, "packed -> wide");
   CHECK(!igprof_live_remove(live_keys[0][8], &n, &size), "wide record removed twice");
+#if UINTPTR_MAX > 0xffffffffu
+  /* Addresses that are no key of the table (above 2^48, or not a multiple
+   * of 8) keep their full record, birth included, in the wide table. */
+  uint64_t before = igprof_live_count();
+  uintptr_t high = ((uintptr_t) 1 << 50) + 64, odd = live_keys[2][4] + 4;
+  igprof_live_insert_born(high, &fake_nodes[1], 40, 77);
+  igprof_live_insert_born(odd, &odd_nodes.n[2], 12, 78);
+  igprof_live_insert_born(odd, &fake_nodes[2], 13, 79); /* replaces */
+  CHECK(igprof_live_count() == before + 2, "keyless: count %llu, want %llu", (unsigned long long) igprof_live_count(),
+        (unsigned long long) (before + 2));
+  s = (struct live_sum){0, 0};
+  igprof_live_foreach(live_visit, &s);
+  CHECK(s.count == before + 2, "keyless: foreach saw %llu blocks", (unsigned long long) s.count);
+  int64_t birth = 0;
+  CHECK(igprof_live_remove_born(odd, &n, &size, &birth) && n == &fake_nodes[2] && size == 13 && birth == 79,
+        "keyless (odd address): %p %llu %lld", (void *) n, (unsigned long long) size, (long long) birth);
+  CHECK(igprof_live_remove_born(high, &n, &size, &birth) && n == &fake_nodes[1] && size == 40 && birth == 77,
+        "keyless (high address)");
+  CHECK(!igprof_live_remove(high, &n, &size) && igprof_live_count() == before, "keyless: removed twice");
+  /* A node beyond 32 bits of cache lines from the runtime's data: a wide
+   * record under a packed address. */
+  uintptr_t here = (uintptr_t) &fake_nodes[0], far = here < ((uintptr_t) 1 << 46) ? here + ((uintptr_t) 1 << 40) : here - ((uintptr_t) 1 << 40);
+  far &= ~(uintptr_t) 0xfff;
+  void *page = mmap((void *) far, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (page != MAP_FAILED) {
+    struct igprof_node *far_node = (struct igprof_node *) page + 1;
+    igprof_live_insert_born(live_keys[3][8], far_node, 21, 80);
+    CHECK(igprof_live_remove_born(live_keys[3][8], &n, &size, &birth) && n == far_node && size == 21 && birth == 80,
+          "far node: %p for %p", (void *) n, (void *) far_node);
+    munmap(page, 4096);
+  } else {
+    printf("live: no page at %#lx, far node not checked\n", (unsigned long) far);
+  }
+#endif
+}
+
+/* The table's size against its blocks: 12 bytes an entry, each shard
+ * between three fifths and four fifths full once big (live.c), over 2
+ * million blocks laid out as malloc lays out 32-byte blocks; then all
+ * removed, each found with its own record. */
+static struct line_node {
+  struct igprof_node n; /* one a cache line, as the arena gives them (40 bytes on 32-bit machines) */
+} __attribute__((aligned(64))) line_nodes[4];
+
+static void test_live_size(void)
+{
+  const uint64_t count = 2000000, entry = 12;
+  const uintptr_t base = (uintptr_t) 0x10000000 << (sizeof(uintptr_t) > 4 ? 12 : 0);
+  const uintptr_t step = sizeof(uintptr_t) > 4 ? 32 : 16;
+  for (uint64_t i = 0; i < count; ++i)
+    igprof_live_insert(base + i * step, &line_nodes[i & 3].n, (uint64_t) (i & 255) + 1);
+  uint64_t bytes = igprof_live_table_bytes(), min = count * entry * 5 / 4, max = count * entry * 100 / 64 + 256 * 64 * entry;
+  printf("live-size: %llu blocks in %llu bytes (%.2f a block)\n", (unsigned long long) count,
+         (unsigned long long) bytes, (double) bytes / (double) count);
+  CHECK(igprof_live_count() == count, "count %llu", (unsigned long long) igprof_live_count());
+  CHECK(bytes >= min && bytes <= max, "table of %llu bytes for %llu blocks, want %llu..%llu", (unsigned long long) bytes,
+        (unsigned long long) count, (unsigned long long) min, (unsigned long long) max);
+  long bad = 0;
+  for (uint64_t i = 0; i < count; i += 2) {
+    struct igprof_node *n;
+    uint64_t size;
+    bad += !igprof_live_remove(base + i * step, &n, &size) || n != &line_nodes[i & 3].n || size != (i & 255) + 1;
+  }
+  for (uint64_t i = 1; i < count; i += 2) {
+    struct igprof_node *n;
+    uint64_t size;
+    bad += !igprof_live_remove(base + i * step, &n, &size) || n != &line_nodes[i & 3].n || size != (i & 255) + 1;
+  }
+  CHECK(bad == 0 && igprof_live_count() == 0, "%ld removals wrong, %llu left", bad,
+        (unsigned long long) igprof_live_count());
 }
 
 /* ---------------------------------------------------------------- */
@@ -362,12 +433,13 @@ static void test_tree(void)
 int main(int argc, char **argv)
 {
   if (argc != 2) {
-    fprintf(stderr, "usage: unit options|format|live|tree\n");
+    fprintf(stderr, "usage: unit options|format|live|live-size|tree\n");
     return 2;
   }
   if (!strcmp(argv[1], "options")) test_options();
   else if (!strcmp(argv[1], "format")) test_format();
   else if (!strcmp(argv[1], "live")) test_live();
+  else if (!strcmp(argv[1], "live-size")) test_live_size();
   else if (!strcmp(argv[1], "tree")) test_tree();
   else {
     fprintf(stderr, "unknown test %s\n", argv[1]);
