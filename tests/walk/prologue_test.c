@@ -72,9 +72,10 @@ static void on_prof(int sig, siginfo_t *si, void *ucv)
 
 /* The name of the function at pc, LIBC for libc.so.6's, "?" without one.
  * Asked at pc | 1: a Thumb function's symbol value has bit 0 set, so
- * dladdr names its first byte (a signal's pc at its entry, which the
- * spinning leaf's loop can be) after the function before it; bit 0 never
- * leaves the instruction at pc, A32 or Thumb. */
+ * dladdr names its first byte (a signal's pc at its entry: qemu-user
+ * delivers a pending signal where a translated block starts, and a call's
+ * target starts one) after the function before it; bit 0 never leaves
+ * the instruction at pc, A32 or Thumb. */
 static const char *name_of(uintptr_t pc)
 {
   Dl_info info;
