@@ -1019,9 +1019,10 @@ int igprof_dump(enum igprof_dump_kind kind, const char *name, const char *why)
     igprof_debug("dump written: %s (%s; %llu nodes, %llu live blocks, %ld us, %lld KB of working memory)", target,
                  why, (unsigned long long) d->nodes, (unsigned long long) d->leaks, us,
                  resident == (size_t) -1 ? -1LL : (long long) (resident / 1024));
-    if (igprof_live_table_bytes())
+    uint64_t table = igprof_live_table_bytes();
+    if (table)
       igprof_debug("live table: %llu blocks in %llu KB", (unsigned long long) igprof_live_count(),
-                   (unsigned long long) (igprof_live_table_bytes() / 1024));
+                   (unsigned long long) (table / 1024));
     igprof_walk_debug_stats();
   }
   scratch = d->scratch;

@@ -410,7 +410,7 @@ static inline __attribute__((always_inline)) void insert(uintptr_t addr, struct 
   uint64_t h = hash_addr(addr);
   struct live_shard *s = shard_of(h);
   int locked = shard_lock(s);
-  if (shard_full(s) || !s->cap) {
+  if (shard_full(s)) { /* also before the first insert (capacity 0) */
     if (shard_grow(s) != 0) { shard_unlock(s, locked); return; }
   }
   uint32_t cap = s->cap, i = slot_of(h, cap), probes = 0;
@@ -430,9 +430,10 @@ static inline __attribute__((always_inline)) void insert(uintptr_t addr, struct 
   }
   /* An address already present means its free was never seen (e.g. freed
    * through a path we do not hook): the newer block replaces it. */
-  int present = entry_word(&slots[i]) != 0;
+  uint64_t old = entry_word(&slots[i]);
+  int present = old != 0;
   if (IGPROF_LIKELY(size < SIZE_WIDE && node_packable(node))) {
-    if (IGPROF_UNLIKELY(present && entry_word(&slots[i]) >> KEY_BITS == SIZE_WIDE)) {
+    if (IGPROF_UNLIKELY(old >> KEY_BITS == SIZE_WIDE)) { /* an empty slot's is 0 */
       struct igprof_node *old_node;
       uint64_t old_size;
       wide_get(addr, &old_node, &old_size, NULL, 1);
