@@ -609,6 +609,12 @@ def scenario_bigfork(a):
     # 256 MiB to copy at fork, a timer period of 100 us: the timer rests over
     # fork (on older kernels a signal meanwhile restarts the copy, for ever),
     # and the CPU time fork took is credited to its caller.
+    # The program's own measurement spans more than the call: the parent's
+    # first writes after fork fault and copy pages (its stack, the profiler's
+    # data, under qemu-user the emulator's own), and their samples land in the
+    # code that writes. Under qemu that is about a tenth of the time it
+    # measures, a fifth on a loaded machine; never more than the time itself.
+    low = 0.7 if a.target.emulated else 0.85
     for opts in (('-pp', '-pf', '10000'), ('-pp',)):
         for f in dumps():
             os.unlink(f)
@@ -618,7 +624,8 @@ def scenario_bigfork(a):
         in_fork = float(lines[1].split()[-1]) if len(lines) > 1 else 0
         parent = max((igdump.Dump(f) for f in dumps('igprof.cputest.*')), key=ticks)
         credited = ticks(parent, leaf('do_fork')) * parent.period
-        check(abs(credited - in_fork) <= max(0.15 * in_fork, 2 * parent.period),
+        slack = 2 * parent.period
+        check(low * in_fork - slack <= credited <= in_fork + slack,
               f'{" ".join(opts)}: time in fork credited to its caller: {credited:.3f}s vs {in_fork:.3f}s CPU')
 
 
