@@ -28,6 +28,10 @@
  * - Not async-signal-safe (takes the loader lock). In particular, not in a
  *   child forked from a multi-threaded process before it execs: another
  *   thread of the parent may have held the loader lock at the fork.
+ * - A child forked while another thread of the parent was patching a
+ *   function may get it half written, parked on a branch to itself for
+ *   good: the child must not call a function that was being hooked at the
+ *   fork (the same rule as for the parent's threads, above).
  */
 #ifndef IGPROF_HOOK_H
 #define IGPROF_HOOK_H
