@@ -134,12 +134,11 @@ void igprof_walk_debug_stats(void)
   if (!igprof_config.debug || method != WALK_FAST) return;
   struct walk_fast_stats st;
   igprof_walk_fast_stats(&st);
-  igprof_debug("fast walker, this thread: %llu walks (%llu a recorded walk again), %llu frames stepped, "
-               "%llu copied from earlier walks, %llu by libunwind, %llu walks stopped; %llu recipes derived, "
+  igprof_debug("fast walker, this thread: %llu walks, %llu frames stepped, "
+               "%llu by libunwind, %llu walks stopped; %llu recipes derived, "
                "%llu addresses without unwind data stepped by frame pointer, %llu frames stepped by their prologue; "
                "%llu system calls",
-               (unsigned long long) st.walks, (unsigned long long) st.walks_repeat,
-               (unsigned long long) st.frames_fast, (unsigned long long) st.frames_memo,
+               (unsigned long long) st.walks, (unsigned long long) st.frames_fast,
                (unsigned long long) st.frames_unwinder, (unsigned long long) st.walks_cut,
                (unsigned long long) st.derivations, (unsigned long long) st.guesses,
                (unsigned long long) st.frames_prologue, (unsigned long long) st.kernel_calls);

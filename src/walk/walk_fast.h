@@ -61,16 +61,13 @@ void **igprof_unwind_escape_slot(void) __attribute__((weak));
 
 /* ARM32: whether frames without an EHABI entry are stepped by reading
  * their prologue (the default) or end the walk, as libunwind's do; other
- * architectures ignore it. Set before walks start: the walks' memos keep
- * the ends it decided. */
+ * architectures ignore it. Set before walks start. */
 void igprof_walk_fast_set_prologues(int on);
 
 /* Per-thread counters of the calling thread (for tests, -d and benchmarks). */
 struct walk_fast_stats {
   uint64_t walks;          /* calls of either walk function */
   uint64_t frames_fast;    /* steps taken by recipes */
-  uint64_t frames_memo;    /* outer frames copied from the thread's previous walk */
-  uint64_t walks_repeat;   /* walks that were a recorded walk again, every slot unchanged */
   uint64_t frames_unwinder;/* steps handed to libunwind */
   uint64_t unwinder_replays; /* libunwind steps that replayed the walk for registers */
   uint64_t walks_unwinder; /* whole walks left to libunwind (no stack bounds) */

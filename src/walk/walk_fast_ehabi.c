@@ -25,7 +25,7 @@ enum step ehabi_interpret(struct walk *w, uintptr_t pc, struct frame_recipe rc, 
   struct frame_regs next = w->regs;
   switch (frame_ehabi_step(&t, pc, &next, w->stack.lo, w->stack.hi)) {
   case FRAME_STEP_OK: break;
-  case FRAME_STEP_END: w->outermost = 1; return STEP_END;
+  case FRAME_STEP_END: return STEP_END;
   case FRAME_STEP_BAD_STACK: return STEP_CUT;
   default: return unwinder_step(w, rc, known);
   }

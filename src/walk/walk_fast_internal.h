@@ -126,28 +126,7 @@ struct walk {
   struct region stack;
   const ucontext_t *uc;  /* full register set of frame 0, if the walk has one */
   int frame;             /* frames stepped so far */
-  struct walk_memo *prev, *cur; /* memo of the last walk, and of this one (or NULL) */
-  int key;               /* memo slot of this walk's start */
-  int prev_keyed;        /* prev is that slot's record (a join may take it over) */
-  int join_at;           /* next candidate frame in prev (sp ascending) */
-  /* What this walk has checked of a record: the slots of its frames
-   * verified_from .. last still hold what the record read (-1: not even
-   * the outermost frame's). Stack slots above the walk's start do not
-   * change during the walk, so a later join at frame q >= verified_from
-   * has nothing left to check. verified_gen is the memo's generation when
-   * it was checked (memo_repeat checks before the walk takes the memo). */
-  const struct walk_memo *verified;
-  int verified_from;
-  unsigned verified_gen;
-  /* pcs[placed_from .. count - 1] already hold the frames of record
-   * `placed`, each at its own index (memo_repeat writes them as it checks
-   * them). A join at frame p of that record, when the walk's own frame
-   * there is pcs[p] too, need not write them again. */
-  const struct walk_memo *placed;
-  int placed_from;
   uint64_t *tc;          /* the thread's PC cache, if this walk holds it */
-  int outermost;         /* step_slow ended the walk on an "outermost" recipe */
-  int by_recipe;         /* step_slow's last step was a FRAME_CFA_DEREF recipe's */
 };
 
 enum step { STEP_OK, STEP_END, STEP_CUT };

@@ -106,10 +106,10 @@ static struct walk_fast_stats stats_now(void)
 static void check_cost(const char *what, struct walk_fast_stats a, struct walk_fast_stats b,
                        long walks, uint64_t guesses)
 {
-  printf("%s: %ld walks, %lu frames by recipe, %lu copied, %lu recipes guessed, "
+  printf("%s: %ld walks, %lu frames by recipe, %lu recipes guessed, "
          "%lu by libunwind, %lu system calls\n",
          what, walks, (unsigned long)(b.frames_fast - a.frames_fast),
-         (unsigned long)(b.frames_memo - a.frames_memo), (unsigned long)(b.guesses - a.guesses),
+         (unsigned long)(b.guesses - a.guesses),
          (unsigned long)(b.frames_unwinder - a.frames_unwinder),
          (unsigned long)(b.kernel_calls - a.kernel_calls));
   if (b.kernel_calls != a.kernel_calls || b.frames_unwinder != a.frames_unwinder ||

@@ -268,10 +268,9 @@ int main(int argc, char **argv)
   igprof_walk_fast_stats(&st);
   printf("pac: %ld hook walks, %ld signal walks, %ld trap walks (%ld with x30 signed), %ld frame "
          "records with a signed return address, %ld walks differ from libgcc's; %lu frames by "
-         "recipe, %lu copied, %lu by libunwind\n",
+         "recipe, %lu by libunwind\n",
          hook_walks, signal_walks, trap_walks, traps_signed, signed_seen, failures,
-         (unsigned long)st.frames_fast, (unsigned long)st.frames_memo,
-         (unsigned long)st.frames_unwinder);
+         (unsigned long)st.frames_fast, (unsigned long)st.frames_unwinder);
   int ok = failures == 0;
   /* A signature is a few bits (7 with a 48-bit address space and the top
    * byte ignored): one that is all zero leaves a signed x30 looking

@@ -232,8 +232,8 @@ int main(void)
   else
     printf("walk at the leaf's first instruction: %d frames\n", entry_n);
 
-  /* Off: the walk ends at the first frame without a table entry. Last:
-   * the walker's memos keep that end as certain. */
+  /* Off: the walk ends at the first frame without a table entry. Last,
+   * so that every walk before it reads prologues. */
   igprof_walk_fast_set_prologues(0);
   chain_leaf = capture;
   run(7);

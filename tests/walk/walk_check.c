@@ -598,9 +598,8 @@ static void compare(const char *kind, const uintptr_t *fast, int n_fast, int tru
    * that frame's prologue and goes on (arm_prologue.c). Its walk must
    * begin with every frame of libunwind's; the frames after are checked
    * by walk.prologue_*, against the programs' own construction. */
-  /* A frame stepped by its prologue in an earlier walk comes from the
-   * memo in later ones, uncounted: the reference's last frame in code
-   * without an entry tells the same. */
+  /* Whether a frame was stepped by its prologue: the walker's count, or
+   * the reference's last frame in code without an entry. */
   if ((fast_prologue_frames || (n_ref > 0 && table_cantunwind((ref[n_ref - 1] & ~(uintptr_t)1) - 1))) &&
       !trunc_ref && n_fast > n_ref) {
     int k = 0;
@@ -990,10 +989,10 @@ int check_report(const char *name, long min_frames, long min_signal)
          "equal up to a return address that is no code %ld, "
          "equal up to where the fast walk stopped and libunwind guessed (no or impossible unwind data) %ld, "
          "from lr where the EHABI table does not apply yet %ld "
-         "(main thread: recipe steps %lu, memo frames %lu, libunwind steps %lu, cut %lu, "
+         "(main thread: recipe steps %lu, libunwind steps %lu, cut %lu, "
          "recipes derived %lu)\n",
          name, hook, sig, frames, mm, tails, guessed, lr_past, (unsigned long)st.frames_fast,
-         (unsigned long)st.frames_memo, (unsigned long)st.frames_unwinder,
+         (unsigned long)st.frames_unwinder,
          (unsigned long)st.walks_cut, (unsigned long)st.derivations);
   for (long k = 0; k < mm && k < KEEP_MISMATCHES; k++) {
     printf("  mismatch %ld ", k);
