@@ -328,6 +328,24 @@ enum run_end { RUN_SLOW, RUN_END, RUN_FULL };
 #pragma GCC optimize("no-tree-slp-vectorize")
 #endif
 
+/* A thread-cache miss: the value of pc's recipe from the shared cache,
+ * stored in the thread's cache (if the walk holds it); 0 if the shared
+ * cache has none, or none the loop can use. Out of line, so that the loop
+ * keeps nothing for it in its registers. */
+__attribute__((noinline)) static uint64_t tc_fill(uint64_t *tc, uintptr_t pc)
+{
+  uint32_t bits;
+  uint64_t v;
+  if (!cache_get(pc_cache, pc - 1, &bits) || (v = tc_value(bits)) == 0)
+    return 0;
+  if (tc) {
+    uintptr_t ti = pc & TC_INDEX_MASK;
+    tc[ti] = pc;
+    tc[ti + 1] = v;
+  }
+  return v;
+}
+
 /* The hot loop: step and record caller after caller while each return
  * address has a cached, compressed SP/FP recipe, with the registers in
  * locals. Stops at the first frame that needs step_slow (leaving the walk
@@ -345,9 +363,6 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
 #ifdef FRAME_EHABI_TABLES
   uintptr_t r11 = w->regs.r11;
 #endif
-#if !FRAME_LINK_REGISTER
-  const uintptr_t lo = w->stack.lo;
-#endif
   const uintptr_t top = w->stack.hi - sizeof(uintptr_t);
   uintptr_t *out = pcs + *n_io, *start = out, *const out_end = pcs + max;
   /* Without the thread's cache, a one-entry table that never matches. */
@@ -363,16 +378,9 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
   for (;;) {
     uintptr_t ti = pc & tc_mask;
     uint64_t v = tc_val[ti];
-    if (__builtin_expect(tc_key[ti] != pc, 0)) {
-      uint32_t bits;
-      if (!cache_get(pc_cache, pc - 1, &bits) || (v = tc_value(bits)) == 0) {
-        end = RUN_SLOW;
-        break;
-      }
-      if (w->tc) {
-        w->tc[ti] = pc;
-        w->tc[ti + 1] = v;
-      }
+    if (__builtin_expect(tc_key[ti] != pc, 0) && (v = tc_fill(w->tc, pc)) == 0) {
+      end = RUN_SLOW;
+      break;
     }
     /* A branch, not a conditional move: the kind of frame is predictable
      * and a branch keeps the test off the chain of dependent loads. */
@@ -402,14 +410,19 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
       next_fp = *(const uintptr_t *)fp_at;
     }
 #else
+    /* The return address's slot lies between sp (so at or above lo, and
+     * the CFA above sp) and top; a CFA less than a word above sp goes to
+     * step_slow, which takes the same step where it is one. */
     uintptr_t ra_at = cfa - sizeof(uintptr_t);
-    if (cfa <= sp || ra_at < lo || ra_at > top) {
+    if (ra_at < sp || ra_at > top) {
       end = (v & TC_END) ? RUN_END : RUN_SLOW; /* an end, or step_slow decides */
       break;
     }
     if (v >> TC_FP_SHIFT) {
+      /* A whole number of words, at least one, below the CFA: at or below
+       * the return address's slot. */
       uintptr_t fp_at = cfa - (uintptr_t)(v >> TC_FP_SHIFT);
-      if (fp_at < sp || fp_at > ra_at) { /* step_slow decides */
+      if (fp_at < sp) { /* step_slow decides */
         end = RUN_SLOW;
         break;
       }
