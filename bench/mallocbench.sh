@@ -11,7 +11,7 @@
 #   A tool's prefix is put before the program; %o expands to a scratch directory for its output.
 # Example:
 #   bench/mallocbench.sh --tool "igprof-mp=build/bin/igprof -mp -o %o/ig.%p --" \
-#     --tool "heaptrack=heaptrack -q -o %o/ht"
+#     --tool "heaptrack=heaptrack -o %o/ht"
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SHARED=${SHARED:-$ROOT/../shared}
