@@ -203,7 +203,7 @@ __attribute__((noinline)) int region_of_alt(uintptr_t sp, int interrupted,
   return 0;
 }
 
-/* The registers of a frame reached by recipes (or a join): its caller's
+/* The registers of a frame reached by recipes: its caller's
  * link register is unknown; r11 (ARM32, frame.h) is the caller's to set. */
 static inline void regs_set(struct frame_regs *r, uintptr_t pc, uintptr_t sp, uintptr_t fp)
 {
