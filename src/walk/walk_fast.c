@@ -53,6 +53,17 @@ IE_TLS struct walk_fast_stats thread_stats;
 #define TC_STRIDE (FRAME_CODE_ALIGN < 2 ? 2 : FRAME_CODE_ALIGN)
 #define TC_INDEX_MASK ((uintptr_t)(TC_SIZE - 1) * TC_STRIDE)
 #define TC_FP_BASE ((uint64_t)1 << 32) /* CFA = FP + offset (else SP + offset) */
+/* TC_END: the frame is its stack's outermost (its recipe says the return
+ * address is undefined): the walk ends there. Its CFA offset is 0 and its
+ * base SP, so the loop's first bounds test fails, and only that branch
+ * looks at the flag: nothing is added to the loop. ARM32 has none (0: the
+ * outermost recipe is left to the general step, which reads the frame's
+ * prologue). */
+#ifdef FRAME_EHABI_TABLES
+#define TC_END ((uint64_t)0)
+#else
+#define TC_END ((uint64_t)1 << 39)
+#endif
 #if FRAME_LINK_REGISTER
 /* The callee saves the return address where its prologue puts it: the
  * value says where, from the register the CFA is computed from, and the
@@ -69,7 +80,6 @@ IE_TLS struct walk_fast_stats thread_stats;
 #define TC_FP_GAP(v) (((uintptr_t)((v) >> TC_FP_GAP_SHIFT) & TC_FP_GAP_MAX) * sizeof(uintptr_t))
 #else
 #define TC_FP_GAP(v) sizeof(uintptr_t) /* a frame record: just below it */
-#define TC_END ((uint64_t)1 << 39) /* see below */
 #endif
 
 /* The thread-cache value of a compressed recipe; 0 if it has none (then
@@ -85,11 +95,9 @@ static inline uint64_t tc_value(uint32_t bits)
     ra_off = cfa + FRAME_CALL_RA_OFFSET;
     if (bits & RC_FP_SAVED)
       gap = recipe_slot_bytes(bits) / sizeof(uintptr_t) - 1;
+  } else if (form == RC_FORM_OTHER && (bits & 0xf) == FRAME_OUTERMOST) {
+    return TC_END;
   } else {
-#ifndef FRAME_EHABI_TABLES
-    if (form == RC_FORM_OTHER && (bits & 0xf) == FRAME_OUTERMOST)
-      return TC_END;
-#endif
     return 0;
   }
 #ifdef FRAME_EHABI_TABLES
@@ -111,7 +119,6 @@ static inline uint64_t tc_value(uint32_t bits)
 #else
 /* A call pushes the return address: it is at CFA - 8 in every frame. */
 #define TC_FP_SHIFT 40 /* FP saved at CFA - (value >> 40); 0: not saved */
-#define TC_END ((uint64_t)1 << 39) /* see below */
 
 static inline uint64_t tc_value(uint32_t bits)
 {
@@ -127,12 +134,6 @@ static inline uint64_t tc_value(uint32_t bits)
   return v;
 }
 #endif
-
-/* TC_END: the frame is its stack's outermost (its recipe says the return
- * address is undefined): the walk ends there. Its CFA offset is 0 and its
- * base SP, so the loop's first bounds test (CFA above SP) fails, and only
- * that branch looks at the flag: nothing is added to the loop. ARM32 has
- * none: its outermost recipe sends the walk to the frame's prologue. */
 
 struct thread_cache {
   const void *snapshot; /* the module table tc came from */
@@ -394,11 +395,7 @@ static inline __attribute__((always_inline)) enum run_end fast_run(struct walk *
 #if FRAME_LINK_REGISTER
     uintptr_t ra_at = base + (uintptr_t)(v >> TC_RA_SHIFT);
     if (cfa <= sp || ra_at < sp || ra_at > top) {
-#ifdef TC_END
       end = (v & TC_END) ? RUN_END : RUN_SLOW; /* an end, or step_slow decides */
-#else
-      end = RUN_SLOW; /* step_slow decides: bad stack or not */
-#endif
       break;
     }
     if (v & TC_FP_SAVED) {
