@@ -368,6 +368,13 @@ def scenario_contract(a):
     prof = run([a.igprof, '-mp', a.memtest, 'contract'])
     eq((prof.returncode, prof.stdout), (native.returncode, native.stdout), 'libc contract under the profiler')
     check('ENOMEM' not in prof.stdout and 'errno=12' in prof.stdout, 'overflow reports ENOMEM (12)')
+    # contract's own blocks: malloc(8) kept by the failed reallocarray and
+    # freed by realloc(p, 0), malloc(0) and malloc(16) freed, and the block
+    # of aligned_alloc(3, 16) leaked if this libc hands one out.
+    d = one_dump('igprof.memtest.*')
+    if d:
+        aligned = int('aligned_alloc(3): ptr' in native.stdout)
+        expect_mem(d, {'contract': (3 + aligned, 24 + 16 * aligned, 16, aligned, 16 * aligned)})
 
 
 def scenario_checkpoints(a):
