@@ -261,23 +261,12 @@ void igprof_mem_settle(void)
 }
 
 /* Around the original of a call that releases `ptr` (free, operator
- * delete); guard held, errno kept. With other threads about, the block
- * leaves the live table before the original (once released, another
- * thread may get the address) and is counted off MEM_LIVE after it (out of
- * the table, no other thread can meet it; only the counter update waits).
- * With one thread nothing can take the address in between, so the whole
- * removal follows the original, and the cache miss on the block's slot in
- * the table, asked for first, overlaps it (RELEASE_AFTER). */
-#define RELEASE_AFTER 2
-
+ * delete); guard held, errno kept. Out of the live table before the
+ * original: once released, another thread may get the address. Counted off
+ * MEM_LIVE after it: the block left the live table before it, so no other
+ * thread can meet it; only the counter update waits. */
 static inline void release_begin(struct igprof_mem_release *r, void *ptr, void *caller)
 {
-  if (IGPROF_LIKELY(igprof_one_thread()) && IGPROF_LIKELY(!listener_count && !sampling && !lifetimes)) {
-    r->had = RELEASE_AFTER;
-    r->ptr = ptr;
-    if (counting) igprof_live_prefetch((uintptr_t) ptr);
-    return;
-  }
   /* errno: forget leaves it alone (tell_free and lifetime_end keep it). */
   r->had = forget(ptr, caller, &r->node, &r->size, &r->blocks);
   if (r->had) releasing(r->node, r->size, r->blocks);
@@ -285,13 +274,7 @@ static inline void release_begin(struct igprof_mem_release *r, void *ptr, void *
 
 static inline void release_end(const struct igprof_mem_release *r)
 {
-  if (r->had == RELEASE_AFTER) {
-    struct igprof_node *node;
-    uint64_t size;
-    if (counting && igprof_live_remove((uintptr_t) r->ptr, &node, &size)) release(node, size, 1);
-  } else if (r->had) {
-    release(r->node, r->size, r->blocks); /* leaves errno alone */
-  }
+  if (r->had) release(r->node, r->size, r->blocks); /* leaves errno alone */
 }
 
 void igprof_mem_release_begin(struct igprof_mem_release *r, void *ptr, void *caller)
@@ -392,19 +375,6 @@ static inline void *mem_resize(const struct mem_chain *c, void *caller, const vo
 {
   struct igprof_node *old_node = NULL;
   uint64_t old_size = 0;
-  if (IGPROF_LIKELY(igprof_one_thread()) && IGPROF_LIKELY(!listener_count && !sampling && !lifetimes)) {
-    /* One thread: the old block leaves the table after the original, as
-     * in release_begin, and before the new one is recorded (it may have
-     * the same address). A failed call leaves it where it is. */
-    if (old && counting) igprof_live_prefetch((uintptr_t) old);
-    void *p = THROUGH(array ? CHAIN(c, reallocarray)(old, n, m) : CHAIN(c, realloc)(old, n));
-    int saved = errno;
-    if (old && counting && (p || size == 0) && igprof_live_remove((uintptr_t) old, &old_node, &old_size))
-      release(old_node, old_size, 1);
-    if (p) record(p, size, caller, frame);
-    errno = saved;
-    return p;
-  }
   if (old && IGPROF_UNLIKELY(listener_count)) tell_free(old, caller);
   /* With --sample the birth is the block's weight in blocks (record_from). */
   int64_t birth = 0, old_blocks = 1;

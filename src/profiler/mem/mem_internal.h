@@ -56,10 +56,8 @@ void igprof_mem_record_operator(void *ptr, size_t size, void *caller, const void
 
 /* A block about to be released by a function that is not free (operator
  * delete): out of the live table before the original runs, counted off
- * MEM_LIVE after it; with one thread, both after it (see mem.c,
- * release_begin). errno is kept. */
+ * MEM_LIVE after it (see mem.c, mem_free_body). errno is kept. */
 struct igprof_mem_release {
-  void *ptr;
   struct igprof_node *node;
   uint64_t size;
   int64_t blocks;
