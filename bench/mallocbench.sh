@@ -57,7 +57,9 @@ for threads in 1 2; do
   for ((r = 0; r < ROUNDS; r++)); do
     for ((k = 0; k < ${#NAMES[@]}; k++)); do
       i=$(((k + r) % ${#NAMES[@]}))
-      got[$i]+="$(run "${PREFIXES[$i]}" "$threads" "$pairs") "
+      v=$(run "${PREFIXES[$i]}" "$threads" "$pairs") # a failed run ends the script here (set -e)
+      [ -n "$v" ] || { echo "mallocbench.sh: no ns_per_pair from '${NAMES[$i]}'" >&2; exit 1; }
+      got[$i]+="$v "
     done
   done
   echo "mallocbench $threads $pairs: ns per malloc+free pair, min / median of $ROUNDS rounds"
