@@ -13,21 +13,18 @@
 
 /* `size` bytes (rounded up to pages by the kernel), zeroed; NULL if the
  * kernel refuses. */
-static inline void *igprof_pages_alloc(size_t size)
+static inline void *igprof_pages_map(size_t size, int extra_flags)
 {
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | extra_flags, -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
+
+static inline void *igprof_pages_alloc(size_t size) { return igprof_pages_map(size, 0); }
 
 /* As igprof_pages_alloc, for memory the caller is about to write all of
  * (a live-table shard that is filled as it is made): the kernel maps every
  * page at once, one call, rather than taking a fault on each first write. */
-static inline void *igprof_pages_alloc_filled(size_t size)
-{
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_POPULATE, -1,
-                 0);
-  return p == MAP_FAILED ? NULL : p;
-}
+static inline void *igprof_pages_alloc_filled(size_t size) { return igprof_pages_map(size, MAP_POPULATE); }
 
 /* Give back what igprof_pages_alloc(size) gave (NULL: nothing). */
 static inline void igprof_pages_free(void *p, size_t size)

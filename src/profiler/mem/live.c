@@ -331,8 +331,8 @@ static void *initial_part(void *_Atomic *all_of, size_t entry, const struct live
 
 static void *table_alloc(void *_Atomic *initial, size_t entry, uint32_t cap, const struct live_shard *s)
 {
-  /* A grown table takes the entries of the one before it at three fifths
-   * full or more, spread over the whole table: each of its pages is
+  /* A grown table takes every entry of the one before it (two fifths of
+   * its slots or more), spread over the whole table: each of its pages is
    * written at once. */
   return cap == SHARD_INITIAL ? initial_part(initial, entry, s) : igprof_pages_alloc_filled(entry * cap);
 }
