@@ -55,6 +55,24 @@ static int refuse_near;
 
 static int single_view;
 
+/* Tests only: mappings that the gap search does not see (tramp_pool_hide). */
+static const uintptr_t (*hidden)[2];
+static int nhidden;
+
+void tramp_pool_hide(const uintptr_t (*ranges)[2], int n)
+{
+  hidden = ranges;
+  nhidden = n;
+}
+
+static int is_hidden(const struct maps_entry *e)
+{
+  for (int i = 0; i < nhidden; i++)
+    if (e->start >= hidden[i][0] && e->end <= hidden[i][1])
+      return 1;
+  return 0;
+}
+
 void tramp_pool_refuse_near(int refuse) { refuse_near = refuse; }
 void tramp_pool_single_view(int single) { single_view = single; }
 
@@ -129,6 +147,8 @@ static void consider(struct gap_search *s, uintptr_t lo, uintptr_t hi)
 static int visit_mapping(const struct maps_entry *e, void *arg)
 {
   struct gap_search *s = arg;
+  if (is_hidden(e))
+    return 0;
   if (e->start > s->prev_end)
     consider(s, s->prev_end, e->start);
   if (e->end > s->prev_end)
@@ -197,6 +217,96 @@ static int new_chunk(uintptr_t hint, struct chunk *c)
     return -1;
   *c = (struct chunk){p, (uintptr_t)p, 0, 0};
   return 0;
+}
+
+/* The last resort for a near chunk, when every gap's ends (and the places
+ * they move to) proved taken by mappings the file does not show: under
+ * qemu-user the emulator's code cache alone fills 128 MiB, and may lie right
+ * next to the guest's C library. Every chunk-aligned address within reach
+ * that the file shows free is tried, the nearest first, each with one mmap
+ * call that claims nothing but tells free from taken: about 4 000 calls at
+ * most on ARM64, 65 500 on x86_64 (whose reach is 2 GiB), and only when the
+ * search by gap ends has failed. */
+#define MAX_SCAN_GAPS 512
+
+static struct gap_list {
+  uintptr_t lo, hi; /* the window within reach */
+  uintptr_t prev_end;
+  int n;
+  uintptr_t gap[MAX_SCAN_GAPS][2]; /* [lo, hi), ascending */
+} scan_gaps;
+
+static void add_gap(struct gap_list *g, uintptr_t lo, uintptr_t hi)
+{
+  if (lo < g->lo)
+    lo = g->lo;
+  if (hi > g->hi)
+    hi = g->hi;
+  if (hi > lo && hi - lo >= CHUNK && g->n < MAX_SCAN_GAPS) {
+    g->gap[g->n][0] = lo;
+    g->gap[g->n][1] = hi;
+    g->n++;
+  }
+}
+
+static int collect_gap(const struct maps_entry *e, void *arg)
+{
+  struct gap_list *g = arg;
+  if (is_hidden(e))
+    return 0;
+  if (e->start > g->prev_end)
+    add_gap(g, g->prev_end, e->start);
+  if (e->end > g->prev_end)
+    g->prev_end = e->end;
+  return 0;
+}
+
+static int chunk_in_gap(const struct gap_list *g, uintptr_t a)
+{
+  int lo = 0, hi = g->n; /* the last gap starting at or below a */
+  while (hi - lo > 1) {
+    int mid = (lo + hi) / 2;
+    if (g->gap[mid][0] <= a)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return g->n > 0 && g->gap[lo][0] <= a && a <= g->gap[lo][1] - CHUNK;
+}
+
+static int scan_near(uintptr_t target, struct chunk *c)
+{
+  struct gap_list *g = &scan_gaps;
+  uintptr_t radius = arch_near_search_radius();
+  uintptr_t base = target & ~(uintptr_t)(CHUNK - 1);
+  g->lo = base > LOWEST_ADDRESS + radius ? base - radius : LOWEST_ADDRESS;
+  g->hi = HIGHEST_ADDRESS - base > radius ? base + radius : HIGHEST_ADDRESS;
+  g->prev_end = LOWEST_ADDRESS;
+  g->n = 0;
+  if (proc_maps_for_each(collect_gap, g) < 0)
+    return -1;
+  add_gap(g, g->prev_end, HIGHEST_ADDRESS);
+  for (uintptr_t d = 0; d <= radius; d += CHUNK) {
+    for (int below = 0; below < 2; below++) {
+      if (below ? d == 0 || base - g->lo < d : g->hi - base < d)
+        continue;
+      uintptr_t a = below ? base - d : base + d;
+      if (!chunk_in_gap(g, a) || !arch_near_reachable(a, target, CHUNK))
+        continue;
+      void *p = mmap((void *)a, CHUNK, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+      if (p == MAP_FAILED) {
+        if (errno == EEXIST)
+          continue;
+        return -1; /* out of mappings or memory: more calls will not help */
+      }
+      munmap(p, CHUNK);
+      if ((uintptr_t)p == a && new_chunk(a, c) == 0)
+        return 0;
+    }
+  }
+  errno = EEXIST;
+  return -1;
 }
 
 static void retire_inherited_chunks(void)
@@ -281,10 +391,8 @@ int tramp_reserve(uintptr_t target, int need_near, size_t size, struct tramp_blo
                      : need_near     ? find_near_gap(target, taken, ntaken)
                                      : 0;
     if (need_near && !everywhere && !hint) {
-      if (best >= 0) /* farther than a gap seemed to be, but it serves */
-        return use_chunk(best, size, out, why);
-      *why = "no free address space within near-jump reach";
-      return -1;
+      errno = EEXIST; /* every gap within reach is taken, as far as seen */
+      break;
     }
     ok = new_chunk(hint, &c);
     if (ok != 0 && errno != EEXIST)
@@ -292,10 +400,13 @@ int tramp_reserve(uintptr_t target, int need_near, size_t size, struct tramp_blo
     if (ok != 0)
       taken[ntaken++] = hint;
   }
-  if (ok != 0 && best >= 0)
+  if (ok != 0 && best >= 0) /* farther than a gap seemed to be, but it serves */
     return use_chunk(best, size, out, why);
+  if (ok != 0 && errno == EEXIST && need_near && !everywhere && !simulate_full)
+    ok = scan_near(target, &c);
   if (ok != 0) {
-    *why = "cannot map a trampoline chunk";
+    *why = errno == EEXIST && need_near ? "no free address space within near-jump reach"
+                                        : "cannot map a trampoline chunk";
     return -1;
   }
   if (!c.dual && mprotect(c.write, CHUNK, PROT_READ | PROT_WRITE) != 0) {

@@ -3,7 +3,9 @@
  * Chunks of CHUNK bytes are carved into many trampolines. A chunk is placed
  * within near-jump reach of the function it first serves, in a gap found in
  * /proc/self/maps and claimed with MAP_FIXED_NOREPLACE (so it can never
- * replace a mapping another thread created meanwhile). Each chunk is a memfd
+ * replace a mapping another thread created meanwhile, nor one the file does
+ * not show, as under qemu-user; when the gaps' ends are all taken, every
+ * address within reach that the file shows free is tried). Each chunk is a memfd
  * mapped twice: a read-write view the engine writes through and a
  * read-execute view the code runs from, so no page is ever writable and
  * executable and writing a new trampoline never disturbs a thread running an
@@ -43,6 +45,12 @@ void tramp_pool_refuse_near(int refuse);
 /* Tests only: while set, new chunks are made as if memfd_create failed (one
  * private mapping switched between writable and executable). */
 void tramp_pool_single_view(int single);
+
+/* Tests only: the gap search does not see mappings lying wholly within one of
+ * the n ranges [ranges[i][0], ranges[i][1]), as under qemu-user the guest
+ * does not see the emulator's own. n = 0 ends it; the array must live as
+ * long as it is set. */
+void tramp_pool_hide(const uintptr_t (*ranges)[2], int n);
 
 /* Non-zero if addr lies in the executable view of a trampoline chunk. */
 int tramp_pool_contains(uintptr_t addr);
