@@ -27,7 +27,10 @@
 #define KEEP_MISMATCHES 4
 
 static atomic_long points_hook, points_signal, frames_compared, mismatches, samples, garbage_tails,
-    reference_faults, lr_past_reference, libunwind_prefix, guessed_tails, past_by_prologue;
+    reference_faults, lr_past_reference, libunwind_prefix, guessed_tails, past_by_prologue,
+    no_return_tails;
+/* the first such frame, and its walk's first frame and lr (0: a hook walk) */
+static uintptr_t no_return_first, no_return_pc, no_return_lr;
 
 /* Whether the fast walk being compared was libunwind's whole walk (a
  * thread without stack bounds: walk_fast.h's walks_unwinder went up). */
@@ -524,6 +527,61 @@ static int lr_frame(const char *kind, const uintptr_t *fast, int n_fast, const u
 #endif
 }
 
+#if defined(__arm__)
+/* Whether code address `ra` (a return address, its mode bit cleared) follows
+ * a call: Thumb BL or BLX <label> (32 bits) or BLX <Rm> (16 bits) just
+ * before it, or, at a word boundary, an A32 BL, BLX <label> or BLX <Rm>. */
+static int follows_call(uintptr_t ra)
+{
+  if (ra < 4 || !could_be_code(ra - 4) || !frame_memory_mapped(ra - 4, 4))
+    return 0;
+  uint16_t hi, lo;
+  memcpy(&hi, (const void *)(ra - 4), 2);
+  memcpy(&lo, (const void *)(ra - 2), 2);
+  if ((lo & 0xff87) == 0x4780 ||
+      ((hi & 0xf800) == 0xf000 && ((lo & 0xd000) == 0xd000 || (lo & 0xd001) == 0xc000)))
+    return 1;
+  uint32_t w;
+  memcpy(&w, (const void *)(ra - 4), 4);
+  return (ra & 3) == 0 && (((w & 0x0f000000) == 0x0b000000 && w >> 28 != 0xf) ||
+                           (w & 0xfe000000) == 0xfa000000 || (w & 0x0ffffff0) == 0x012fff30);
+}
+#endif
+
+/* ARM32: walks equal up to a frame that is no return address: past the
+ * first frame, not the interrupted PC a signal frame gives back, an address
+ * that follows no call. No call returns there, so what either walker finds
+ * past it means nothing (frames past a wrong one are each walker's own
+ * reading of whatever the stack holds). Seen under qemu-arm
+ * (walk.corpus_c_O2_a32, a few runs in ten): the fast walker's own
+ * module_of interrupted before its push, where its table entry, which
+ * describes the body, has both walkers read a stale stack word as the
+ * return address: the address of a libc function (pthread_condattr_destroy,
+ * just after a literal pool). Counted apart, like agreement up to an address
+ * that is no code. */
+static int equal_up_to_no_return(const uintptr_t *fast, int n_fast, const uintptr_t *ref, int n_ref,
+                                 uintptr_t lr0)
+{
+#if defined(__arm__)
+  int common = n_fast < n_ref ? n_fast : n_ref;
+  for (int j = 1; j < common && fast[j] == ref[j] && fast[j - 1] == ref[j - 1]; j++) {
+    if (is_sigreturn_trampoline(fast[j - 1] + 1) || is_sigreturn_trampoline(fast[j] + 1))
+      continue;
+    if (!follows_call(fast[j] + 1)) {
+      if (atomic_fetch_add(&no_return_tails, 1) == 0) {
+        no_return_first = fast[j];
+        no_return_pc = fast[0];
+        no_return_lr = lr0;
+      }
+      return 1;
+    }
+  }
+#else
+  (void)fast, (void)n_fast, (void)ref, (void)n_ref, (void)lr0;
+#endif
+  return 0;
+}
+
 static void compare(const char *kind, const uintptr_t *fast, int n_fast, int trunc_fast,
                     const uintptr_t *ref, int n_ref, int trunc_ref, int ref_faulted,
                     int ref_guessed, uintptr_t lr0)
@@ -628,6 +686,8 @@ static void compare(const char *kind, const uintptr_t *fast, int n_fast, int tru
     atomic_fetch_add(&lr_past_reference, 1);
     return;
   }
+  if (equal_up_to_no_return(fast, n_fast, ref, n_ref, lr0))
+    return;
   /* A stack that is being switched (libgcc installing a landing pad's
    * context, say), or unwind data that is wrong at one instruction (i386
    * glibc's SSE2 memcpy variants at their jump-table dispatch), can make
@@ -985,6 +1045,11 @@ int check_report(const char *name, long min_frames, long min_signal)
     printf("%s: %ld walks of a thread without stack bounds (libunwind's own) equal the reference "
            "up to where one of them stopped\n",
            name, (long)atomic_load(&libunwind_prefix));
+  if (atomic_load(&no_return_tails))
+    printf("%s: %ld walks equal up to a frame that follows no call (first: %#lx, in a walk from "
+           "%#lx, lr %#lx)\n",
+           name, (long)atomic_load(&no_return_tails), (unsigned long)no_return_first,
+           (unsigned long)no_return_pc, (unsigned long)no_return_lr);
   printf("%s: hook points %ld, signal points %ld, frames compared %ld, mismatches %ld, "
          "equal up to a return address that is no code %ld, "
          "equal up to where the fast walk stopped and libunwind guessed (no or impossible unwind data) %ld, "
