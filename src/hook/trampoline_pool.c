@@ -92,7 +92,6 @@ int tramp_pool_contains(uintptr_t addr)
 
 struct gap_search {
   uintptr_t near;
-  uintptr_t prev_end;
   uintptr_t best;
   uintptr_t best_distance;
   int best_moves;
@@ -110,8 +109,9 @@ static int is_taken(const struct gap_search *s, uintptr_t a)
 
 static uintptr_t distance(uintptr_t a, uintptr_t b) { return a > b ? a - b : b - a; }
 
-static void consider(struct gap_search *s, uintptr_t lo, uintptr_t hi)
+static void consider(void *arg, uintptr_t lo, uintptr_t hi)
 {
+  struct gap_search *s = arg;
   lo = (lo + 0xffff) & ~(uintptr_t)0xffff;
   if (lo < LOWEST_ADDRESS)
     lo = LOWEST_ADDRESS;
@@ -144,25 +144,39 @@ static void consider(struct gap_search *s, uintptr_t lo, uintptr_t hi)
   }
 }
 
+/* Each gap /proc/self/maps shows, the one above the last mapping too, as
+ * fn(arg, lo, hi); a hidden mapping (tramp_pool_hide) counts as free. */
+struct gap_walk {
+  uintptr_t prev_end;
+  void (*fn)(void *arg, uintptr_t lo, uintptr_t hi);
+  void *arg;
+};
+
 static int visit_mapping(const struct maps_entry *e, void *arg)
 {
-  struct gap_search *s = arg;
+  struct gap_walk *w = arg;
   if (is_hidden(e))
     return 0;
-  if (e->start > s->prev_end)
-    consider(s, s->prev_end, e->start);
-  if (e->end > s->prev_end)
-    s->prev_end = e->end;
+  if (e->start > w->prev_end)
+    w->fn(w->arg, w->prev_end, e->start);
+  if (e->end > w->prev_end)
+    w->prev_end = e->end;
+  return 0;
+}
+
+static int for_each_gap(void (*fn)(void *arg, uintptr_t lo, uintptr_t hi), void *arg)
+{
+  struct gap_walk w = {LOWEST_ADDRESS, fn, arg};
+  if (proc_maps_for_each(visit_mapping, &w) < 0)
+    return -1;
+  fn(arg, w.prev_end, HIGHEST_ADDRESS);
   return 0;
 }
 
 static uintptr_t find_near_gap(uintptr_t near, const uintptr_t *taken, int ntaken)
 {
-  struct gap_search s = {near, LOWEST_ADDRESS, 0, UINTPTR_MAX, INT_MAX, taken, ntaken};
-  if (proc_maps_for_each(visit_mapping, &s) < 0)
-    return 0;
-  consider(&s, s.prev_end, HIGHEST_ADDRESS);
-  return s.best;
+  struct gap_search s = {near, 0, UINTPTR_MAX, INT_MAX, taken, ntaken};
+  return for_each_gap(consider, &s) < 0 ? 0 : s.best;
 }
 
 static int closer_gap_exists(uintptr_t near, uintptr_t than)
@@ -231,13 +245,13 @@ static int new_chunk(uintptr_t hint, struct chunk *c)
 
 static struct gap_list {
   uintptr_t lo, hi; /* the window within reach */
-  uintptr_t prev_end;
   int n;
   uintptr_t gap[MAX_SCAN_GAPS][2]; /* [lo, hi), ascending */
 } scan_gaps;
 
-static void add_gap(struct gap_list *g, uintptr_t lo, uintptr_t hi)
+static void add_gap(void *arg, uintptr_t lo, uintptr_t hi)
 {
+  struct gap_list *g = arg;
   if (lo < g->lo)
     lo = g->lo;
   if (hi > g->hi)
@@ -247,18 +261,6 @@ static void add_gap(struct gap_list *g, uintptr_t lo, uintptr_t hi)
     g->gap[g->n][1] = hi;
     g->n++;
   }
-}
-
-static int collect_gap(const struct maps_entry *e, void *arg)
-{
-  struct gap_list *g = arg;
-  if (is_hidden(e))
-    return 0;
-  if (e->start > g->prev_end)
-    add_gap(g, g->prev_end, e->start);
-  if (e->end > g->prev_end)
-    g->prev_end = e->end;
-  return 0;
 }
 
 static int chunk_in_gap(const struct gap_list *g, uintptr_t a)
@@ -281,11 +283,9 @@ static int scan_near(uintptr_t target, struct chunk *c)
   uintptr_t base = target & ~(uintptr_t)(CHUNK - 1);
   g->lo = base > LOWEST_ADDRESS + radius ? base - radius : LOWEST_ADDRESS;
   g->hi = HIGHEST_ADDRESS - base > radius ? base + radius : HIGHEST_ADDRESS;
-  g->prev_end = LOWEST_ADDRESS;
   g->n = 0;
-  if (proc_maps_for_each(collect_gap, g) < 0)
+  if (for_each_gap(add_gap, g) < 0)
     return -1;
-  add_gap(g, g->prev_end, HIGHEST_ADDRESS);
   for (uintptr_t d = 0; d <= radius; d += CHUNK) {
     for (int below = 0; below < 2; below++) {
       if (below ? d == 0 || base - g->lo < d : g->hi - base < d)
