@@ -102,8 +102,17 @@ static int collect_symbol(const struct elf_symbol *sym, void *arg)
   struct collect *c = arg;
   if (sym->type != STT_FUNC && sym->type != STT_GNU_IFUNC) return 0;
   if (!sym->name || !sym->name[0] || !sym->address) return 0;
+  uintptr_t start = sym->address;
+#if defined(__arm__)
+  /* A Thumb function's symbol value has bit 0 set; its code starts at the
+   * even address below. Kept, it made the function's first instruction
+   * (frame 0 of a sample there, frequent under qemu-user, which delivers
+   * signals at the start of translated blocks) the last byte of the
+   * function before it. */
+  start &= ~(uintptr_t) 1;
+#endif
   if (c->m->nsyms < c->cap)
-    c->m->syms[c->m->nsyms++] = (struct sym){sym->address, sym->size, sym->name};
+    c->m->syms[c->m->nsyms++] = (struct sym){start, sym->size, sym->name};
   return 0;
 }
 

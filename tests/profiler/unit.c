@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "options.h"
+#include "symbols.h"
 
 static int failures;
 
@@ -430,10 +432,56 @@ static void test_tree(void)
   CHECK(ticks == 0 && value == 0, "reset left ticks %lld value %lld", (long long) ticks, (long long) value);
 }
 
+/* Two functions side by side, for test_symbols. */
+__attribute__((noinline)) int unit_probe_first(int x) { return x * 3 + 1; }
+__attribute__((noinline)) int unit_probe_second(int x) { return x * 5 + 2; }
+
+/* A function pointer's code address (ARM: bit 0 marks Thumb code). */
+static uintptr_t code_of(int (*fn)(int))
+{
+#if defined(__arm__)
+  return (uintptr_t) fn & ~(uintptr_t) 1;
+#else
+  return (uintptr_t) fn;
+#endif
+}
+
+/* The dump's symbol lookup: a function's first byte (an interrupted PC at
+ * its entry, frame 0 of a sample) and a byte inside it name the function,
+ * with its code address as the start; in Thumb code too, where the ELF
+ * symbol's value is the code address plus one. */
+static void test_symbols(void)
+{
+  volatile int sink = unit_probe_first(1) + unit_probe_second(2);
+  (void) sink;
+  /* The main program's path, as the runtime's start-up reads it. */
+  ssize_t n = readlink("/proc/self/exe", igprof_state.exe, sizeof igprof_state.exe - 1);
+  igprof_state.exe[n > 0 ? n : 0] = 0;
+  struct igprof_scratch scratch = {0};
+  struct symbols *s = symbols_snapshot(&scratch);
+  CHECK(s && symbols_count(s) > 0, "no module snapshot");
+  if (!s) return;
+  int (*fns[2])(int) = {unit_probe_first, unit_probe_second};
+  const char *names[2] = {"unit_probe_first", "unit_probe_second"};
+  for (int i = 0; i < 2; i++) {
+    uintptr_t at = code_of(fns[i]);
+    for (uintptr_t off = 0; off <= 2; off += 2) {
+      struct symbol_info si;
+      symbols_lookup(s, at + off, &si);
+      CHECK(si.name && strcmp(si.name, names[i]) == 0, "%#lx (%s+%lu): named %s", (unsigned long) (at + off),
+            names[i], (unsigned long) off, si.name ? si.name : "(none)");
+      CHECK(si.symbol_start == at, "%s: start %#lx, code at %#lx", names[i], (unsigned long) si.symbol_start,
+            (unsigned long) at);
+    }
+  }
+  symbols_close(s);
+  igprof_scratch_release(&scratch);
+}
+
 int main(int argc, char **argv)
 {
   if (argc != 2) {
-    fprintf(stderr, "usage: unit options|format|live|live-size|tree\n");
+    fprintf(stderr, "usage: unit options|format|live|live-size|tree|symbols\n");
     return 2;
   }
   if (!strcmp(argv[1], "options")) test_options();
@@ -441,6 +489,7 @@ int main(int argc, char **argv)
   else if (!strcmp(argv[1], "live")) test_live();
   else if (!strcmp(argv[1], "live-size")) test_live_size();
   else if (!strcmp(argv[1], "tree")) test_tree();
+  else if (!strcmp(argv[1], "symbols")) test_symbols();
   else {
     fprintf(stderr, "unknown test %s\n", argv[1]);
     return 2;
