@@ -17,7 +17,7 @@
 # (removed after the run unless --keep). Example:
 #   bench/overhead.sh --runs 5 --workloads sqlite,make \
 #     --tool "igprof-mp=build/bin/igprof -mp -o %o/ig.%p --" \
-#     --tool "heaptrack=heaptrack -q -o %o/ht"
+#     --tool "heaptrack=heaptrack -o %o/ht"
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SHARED=${SHARED:-$ROOT/../shared}
