@@ -150,19 +150,25 @@ struct frame_recipe frame_ehabi_recipe(const struct ehabi_table *t, uintptr_t pc
   if (!entry)
     return rc;
   uintptr_t start = ehabi_prel31(entry);
-  if (entry[1] != 1 && (pc == start || (pc % 2 == 0 && pc > start && arm_function_entry(start, pc)))) {
+  struct ehabi_shape sh;
+  enum ehabi_result res = ehabi_shape(t, entry, &sh);
+  int described = res == EHABI_OK; /* its saved registers all known */
+  if (entry[1] != 1 &&
+      (pc == start || (pc % 2 == 0 && pc > start &&
+                       (arm_function_entry(start, pc) || (described && sh.saved && arm_push_at(pc) == sh.saved))))) {
     /* An interrupted PC on a function's first instruction (a return
      * address less 1 is odd, a function's start even): nothing is pushed
      * yet, the return address is in lr. qemu-user delivers signals at the
      * start of a translated block, often a function's entry. The entry's
      * start, or a function after it that the linker's merged entry covers
-     * (glibc's pthread_join helpers share one): its code says so. */
+     * (glibc's pthread_join helpers share one): its code says so, by a
+     * push of lr after the end of the code before it, or (a leaf's, which
+     * keeps lr: push {r7}, after a literal pool) by a push of exactly the
+     * registers the entry pops, which has not run yet. */
     rc.kind = FRAME_CFA_SP;
     rc.flags = FRAME_RA_IN_LR;
     return rc;
   }
-  struct ehabi_shape sh;
-  enum ehabi_result res = ehabi_shape(t, entry, &sh);
   /* What the interpreter steps: sp, r7, r11 and lr are all it may read. */
   const uint32_t tracked = 1u << 7 | 1u << 11 | 1u << 13 | 1u << 14;
   const struct frame_recipe interpret = {0, 0, 0, FRAME_COMPLEX, FRAME_EHABI};

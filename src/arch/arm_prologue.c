@@ -640,6 +640,30 @@ static int thumb_ends_before(uintptr_t lo, uintptr_t at)
   return (h1 == 0xe8bd && (h & 0x8000)) || ((h1 & 0xf800) == 0xf000 && (h & 0xd000) == 0x9000);
 }
 
+uint32_t arm_push_at(uintptr_t pc)
+{
+  /* Thumb: push {...} (lr as bit 14), push.w (stmdb sp!, {...}), str.w rt, [sp, #-4]!. */
+  uint32_t h = rd16(NULL, pc);
+  if ((h & 0xfe00) == 0xb400)
+    return (h & 0xff) | ((h & 0x100) ? 1u << 14 : 0);
+  if (h == 0xe92d || h == 0xf84d) {
+    uint32_t h2 = rd16(NULL, pc + 2);
+    if (h == 0xe92d && !(h2 & 0xa000))
+      return h2;
+    if (h == 0xf84d && (h2 & 0x0fff) == 0x0d04)
+      return 1u << (h2 >> 12);
+  }
+  /* A32: stmdb sp!, {...} (push), str rt, [sp, #-4]!. */
+  if (pc % 4 == 0) {
+    uint32_t w = rd32(NULL, pc);
+    if ((w & 0xffff0000) == 0xe92d0000 && !(w & 0xa000))
+      return w & 0xffff;
+    if ((w & 0xffff0fff) == 0xe52d0004)
+      return 1u << ((w >> 12) & 15);
+  }
+  return 0;
+}
+
 int arm_function_entry(uintptr_t lo, uintptr_t pc)
 {
   /* Thumb: push {..., lr} / push.w / str.w lr, [sp, #-4]! after the end of

@@ -76,6 +76,12 @@ enum arm_prologue_result arm_prologue_read(uintptr_t lo, uintptr_t end, int thum
  * (and pc + 4 when the halfword at pc begins a 32-bit instruction). */
 int arm_function_entry(uintptr_t lo, uintptr_t pc);
 
+/* The registers (bit n: rn, lr bit 14) the instruction at `pc` (no Thumb
+ * bit) pushes if it is a push (Thumb push, push.w, a single str.w rt,
+ * [sp, #-4]!, read first; then, at a word boundary, A32's), else 0.
+ * [pc, pc + 4) must be readable. */
+uint32_t arm_push_at(uintptr_t pc);
+
 /* Whether the code before the return address `ra` (with its Thumb bit, as
  * the call left it in lr) is a call: Thumb bl/blx imm ending at ra or blx
  * rN; A32 bl, blx imm or blx rN at ra - 4. [ra - 4, ra) must be readable. */

@@ -162,6 +162,24 @@ int main(void)
          entries ? "ok" : "FAIL");
   failures += !entries;
 
+  /* The registers a push at a PC saves (a leaf's first instruction inside a
+   * merged entry is known by a push of exactly the registers the entry pops). */
+  static const uint16_t q1[] = {0xb480, 0};         /* push {r7} */
+  static const uint16_t q2[] = {0xb5f0, 0};         /* push {r4-r7, lr} */
+  static const uint16_t q3[] = {0xe92d, 0x4ff0};    /* push.w {r4-r11, lr} */
+  static const uint16_t q4[] = {0xf84d, 0x7d04};    /* str.w r7, [sp, #-4]! */
+  static const uint16_t q5[] = {0xaf00, 0};         /* add r7, sp, #0: no push */
+  static const uint16_t q6[] = {0xe92d, 0x8010};    /* stmdb sp!, {r4, pc}: not a prologue's */
+  static const uint32_t q7[] = {0xe92d4830};        /* A32 push {r4, r5, r11, lr} */
+  static const uint32_t q8[] = {0xe52db004};        /* A32 str r11, [sp, #-4]! */
+  static const uint32_t q9[] = {0xe1a0b00d};        /* A32 mov r11, sp: no push */
+#define PUSH(code) arm_push_at((uintptr_t)(code))
+  int pushes = PUSH(q1) == 0x80 && PUSH(q2) == 0x40f0 && PUSH(q3) == 0x4ff0 && PUSH(q4) == 0x80 && PUSH(q5) == 0 &&
+               PUSH(q6) == 0 && PUSH(q7) == 0x4830 && PUSH(q8) == 0x800 && PUSH(q9) == 0;
+#undef PUSH
+  printf("%s pushes: Thumb push, push.w, str.w rt, [sp, #-4]!; A32 push, str; none elsewhere\n", pushes ? "ok" : "FAIL");
+  failures += !pushes;
+
   /* Calls before a return address. */
   static const uint16_t c1[] = {0xf000, 0xf802, 0x2001, 0x4798, 0x2001};
   uintptr_t base = (uintptr_t)c1, target = 0;
