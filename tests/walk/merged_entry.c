@@ -9,17 +9,16 @@
  * <- ratio <- a garbage frame, about 1 run in 40). The walk must step the
  * leaf by lr, as nothing is pushed yet, and give its caller and main.
  * The context is the one a signal there would give: the registers a probe
- * called in the leaf's place finds at its own first instruction (as
- * walk.prologue_* builds it). */
+ * called in the leaf's place finds at its own first instruction
+ * (entry_probe.h). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <link.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <ucontext.h>
 
-#include "walk_fast.h"
+#include "entry_probe.h"
 
 void me_first(void);
 void me_leaf(void);
@@ -33,43 +32,13 @@ __asm__(".text\n.syntax unified\n.thumb\n.balign 4\n"
         "  mov sp, r7\n  pop {r7}\n  bx lr\n"
         ".fnend\n.size me_leaf, . - me_leaf\n");
 
-/* Called in the leaf's place, me_probe keeps r4-r11, sp and lr as they
- * are at a function's first instruction in probe_regs[0..9] and goes on to
- * probe_regs[10] (probe_walk) with lr unchanged. */
-unsigned long probe_regs[11];
-void me_probe(void);
-__asm__(".text\n.balign 4\n.arm\n.globl me_probe\n.type me_probe, %function\nme_probe:\n"
-        "  ldr r12, 1f\n"
-        "0:add r12, pc, r12\n"
-        "  stmia r12, {r4-r11}\n"
-        "  str sp, [r12, #32]\n"
-        "  str lr, [r12, #36]\n"
-        "  ldr r12, [r12, #40]\n"
-        "  bx r12\n"
-        "1:.word probe_regs - (0b + 8)\n"
-        ".size me_probe, . - me_probe\n");
-
 #define MAX 64
 static uintptr_t pcs[MAX];
 static int n;
 
 /* The walk from the context a signal at me_leaf's first instruction would
- * give. */
-__attribute__((noinline)) static void probe_walk(void)
-{
-  ucontext_t uc;
-  memset(&uc, 0, sizeof uc);
-  getcontext(&uc);
-  mcontext_t *mc = &uc.uc_mcontext;
-  mc->arm_r4 = probe_regs[0], mc->arm_r5 = probe_regs[1], mc->arm_r6 = probe_regs[2];
-  mc->arm_r7 = probe_regs[3], mc->arm_r8 = probe_regs[4], mc->arm_r9 = probe_regs[5];
-  mc->arm_r10 = probe_regs[6], mc->arm_fp = probe_regs[7];
-  mc->arm_sp = probe_regs[8], mc->arm_lr = probe_regs[9];
-  mc->arm_pc = (uintptr_t)me_leaf & ~(uintptr_t)1;
-  mc->arm_cpsr |= 0x20; /* Thumb */
-  int trunc;
-  n = igprof_walk_fast_from_signal(pcs, MAX, &uc, &trunc);
-}
+ * give (entry_probe.h, called in the leaf's place). */
+__attribute__((noinline)) static void probe_walk(void) { n = walk_from_entry((uintptr_t)me_leaf, pcs, MAX); }
 
 void (*volatile leaf)(void);
 
@@ -124,8 +93,8 @@ int main(void)
     return 1;
   }
   printf("me_leaf at %#lx lies in me_first's index entry (%#lx)\n", (unsigned long)at, (unsigned long)first);
-  probe_regs[10] = (uintptr_t)probe_walk;
-  leaf = me_probe;
+  entry_regs[10] = (uintptr_t)probe_walk;
+  leaf = entry_probe;
   me_caller(1);
   const char *want[] = {"me_leaf", "me_caller", "main"};
   for (int i = 0; i < 3; i++) {

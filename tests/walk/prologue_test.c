@@ -28,6 +28,7 @@
 #include <time.h>
 #include <ucontext.h>
 
+#include "entry_probe.h"
 #include "walk_fast.h"
 
 extern void (*volatile chain_leaf)(void);
@@ -110,43 +111,12 @@ static int matches(const char *what, const uintptr_t *pcs, int n, int from)
   return 0;
 }
 
-/* Called as the chain's leaf, entry_probe keeps r4-r11, sp and lr as
- * they are at a leaf's first instruction in entry_regs[0..9] and goes on
- * to entry_regs[10] (entry_walk) with lr unchanged. */
-unsigned long entry_regs[11];
-void entry_probe(void);
-__asm__(".text\n.balign 4\n.arm\n.globl entry_probe\n.type entry_probe, %function\nentry_probe:\n"
-        "  ldr r12, 1f\n"
-        "0:add r12, pc, r12\n"
-        "  stmia r12, {r4-r11}\n"
-        "  str sp, [r12, #32]\n"
-        "  str lr, [r12, #36]\n"
-        "  ldr r12, [r12, #40]\n"
-        "  bx r12\n"
-        "1:.word entry_regs - (0b + 8)\n"
-        ".size entry_probe, . - entry_probe\n");
-
 static uintptr_t entry_pcs[MAX];
 static int entry_n;
 
 /* The walk from the context a signal at pc_spin's first instruction would
- * give: the caller's registers, lr its return address. */
-__attribute__((noinline)) static void entry_walk(void)
-{
-  ucontext_t uc;
-  memset(&uc, 0, sizeof uc);
-  getcontext(&uc);
-  mcontext_t *mc = &uc.uc_mcontext;
-  mc->arm_r4 = entry_regs[0], mc->arm_r5 = entry_regs[1], mc->arm_r6 = entry_regs[2];
-  mc->arm_r7 = entry_regs[3], mc->arm_r8 = entry_regs[4], mc->arm_r9 = entry_regs[5];
-  mc->arm_r10 = entry_regs[6], mc->arm_fp = entry_regs[7];
-  mc->arm_sp = entry_regs[8], mc->arm_lr = entry_regs[9];
-  uintptr_t spin = (uintptr_t)pc_spin;
-  mc->arm_pc = spin & ~(uintptr_t)1;
-  mc->arm_cpsr = (mc->arm_cpsr & ~0x20ul) | (spin & 1 ? 0x20 : 0);
-  int trunc;
-  entry_n = igprof_walk_fast_from_signal(entry_pcs, MAX, &uc, &trunc);
-}
+ * give (entry_probe.h, called as the chain's leaf). */
+__attribute__((noinline)) static void entry_walk(void) { entry_n = walk_from_entry((uintptr_t)pc_spin, entry_pcs, MAX); }
 
 __attribute__((noinline)) int run(int x)
 {
