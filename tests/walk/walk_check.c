@@ -20,6 +20,7 @@
 #include "walk_fast.h"
 #include "../../src/arch/frame.h"
 #if defined(__arm__)
+#include "../../src/arch/arm_ehabi.h"
 #include "../../src/arch/arm_prologue.h"
 #endif
 
@@ -446,7 +447,8 @@ extern uintptr_t __gnu_Unwind_Find_exidx(uintptr_t pc, int *count);
  * the PLT), or pc is its function's first instruction (the entry
  * describes the body, after the prologue's pushes): the entry's start, or
  * a function's first instruction as its code shows it in an entry the
- * linker merged over two functions (arm_function_entry). */
+ * linker merged over two functions (arm_function_entry), or a push of the
+ * registers the entry pops that has not run (arm_push_at). */
 static int table_not_yet(uintptr_t pc)
 {
   int count = 0;
@@ -454,18 +456,27 @@ static int table_not_yet(uintptr_t pc)
   if (!e || count <= 0)
     return 1;
   uintptr_t start = 0;
+  int found = -1;
   for (int lo = 0, hi = count; lo < hi;) {
     int mid = lo + (hi - lo) / 2;
     int32_t off = (int32_t)(e[2 * mid] << 1) >> 1;
     uintptr_t at = (uintptr_t)&e[2 * mid] + (uintptr_t)(intptr_t)off;
     if (at <= pc) {
       start = at;
+      found = mid;
       lo = mid + 1;
     } else {
       hi = mid;
     }
   }
-  return start == 0 || start == pc || (pc > start && arm_function_entry(start, pc));
+  if (start == 0 || start == pc || (pc > start && arm_function_entry(start, pc)))
+    return 1;
+  /* A push of exactly the registers the entry pops, not run yet (a leaf's
+   * first instruction, or a shrink-wrapped prologue's push): arm_frame.c. */
+  uint32_t pushed = pc > start ? arm_push_at(pc) : 0;
+  struct ehabi_table t = {e, (size_t)count, 0, UINTPTR_MAX};
+  struct ehabi_shape sh;
+  return pushed && ehabi_shape(&t, &e[2 * found], &sh) == EHABI_OK && sh.saved == pushed;
 }
 
 /* Whether the EHABI table says code at pc cannot be unwound: its entry is
@@ -555,10 +566,12 @@ static int follows_call(uintptr_t ra)
  * reading of whatever the stack holds). Seen under qemu-arm
  * (walk.corpus_c_O2_a32, a few runs in ten): the fast walker's own
  * module_of interrupted before its push, where its table entry, which
- * describes the body, has both walkers read a stale stack word as the
+ * describes the body, had both walkers read a stale stack word as the
  * return address: the address of a libc function (pthread_condattr_destroy,
- * just after a literal pool). Counted apart, like agreement up to an address
- * that is no code. */
+ * just after a literal pool). The fast walker now steps that frame by lr
+ * (a push of the entry's registers not run yet: table_not_yet, lr_frame);
+ * other interrupted prologues and epilogues remain. Counted apart, like
+ * agreement up to an address that is no code. */
 static int equal_up_to_no_return(const uintptr_t *fast, int n_fast, const uintptr_t *ref, int n_ref,
                                  uintptr_t lr0)
 {
