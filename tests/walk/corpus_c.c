@@ -166,12 +166,13 @@ static int plugin_count;
 static uintptr_t plugin_entry_seen[2]; /* load addresses */
 static int plugin_reused;
 
-/* The harness's reference walk runs libunwind, with its global cache lock,
- * in the sampler's handler. A handler interrupting this thread while it
- * holds the loader lock (in dlopen, dlclose or the walker's rebuild) could
- * wait for that cache lock while its holder, another thread's handler,
- * waits for the loader lock. So the sampler is held off around them. (The
- * runtime sets libunwind's per-thread cache, which has no such lock.) */
+/* The harness's reference walk runs libunwind in the sampler's handler. A
+ * handler interrupting this thread while it holds the loader lock (in
+ * dlopen, dlclose or the walker's rebuild) would read the module list half
+ * changed (libunwind's lookups call dl_iterate_phdr; the lock is
+ * recursive), or, where libunwind keeps its cache (ARM, AArch64), wait
+ * for the cache's lock while its holder, another thread's handler, waits
+ * for the loader lock. So the sampler is held off around them. */
 static void hold_sampler(int on)
 {
   sigset_t prof;

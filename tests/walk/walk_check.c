@@ -727,12 +727,11 @@ static void compare(const char *kind, const uintptr_t *fast, int n_fast, int tru
   keep_mismatch(kind, fast, n_fast, ref, n_ref);
 }
 
-/* libunwind's per-thread cache (as the runtime sets it, walk.c) takes no
- * lock, so a reference step costs no sigprocmask pair and the test's speed
- * does not follow the machine's system-call speed. That cache is not safe
- * against a signal handler on the same thread walking in the middle of a
- * walk, so the reference walks run with the sampler's signal blocked: one
- * pair of system calls per walk instead of one per step. */
+/* A reference walk must not start inside another on the same thread:
+ * libunwind's cache (ARM, AArch64: check_init) is not safe against that,
+ * and its lookups call dl_iterate_phdr, which is not async-signal-safe. So
+ * the reference walks run with the sampler's signal blocked: one pair of
+ * system calls per walk. */
 static void reference_begin(sigset_t *old)
 {
   sigset_t prof;
@@ -882,10 +881,27 @@ void check_init(void)
   setenv("UNW_ARM_UNWIND_METHOD", "4", 1);
 #endif
   note_stack();
+  /* libunwind 1.6 keys its cache of unwind rows by the PC alone, not by
+   * whether the row was looked up at the PC (an interrupted frame) or at
+   * the instruction before it (a return address). The two rows differ
+   * after a call to a function that pops its own argument (x86: `ret $4`,
+   * which i386 code has for a structure returned in memory): there the
+   * row the first lookup found served the other kind of frame, a stack
+   * pointer 4 bytes off and garbage after it (walk.corpus_cxx on i386, a
+   * signal at step_slow's return from recipe_for after walks through that
+   * call, one run in many; walk.interrupted_return builds that case). On
+   * x86 the reference runs without the cache, as the runtime does
+   * (walk.c). ARM and AArch64 code has no such calls (only a call that
+   * does not return can end a row at its return address), and there
+   * libunwind without its cache is some 30 times slower under qemu. */
+#if defined(__i386__) || defined(__x86_64__)
+  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_NONE);
+#else
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   /* Room for every PC of the corpus: each miss looks the PC up with
    * dl_iterate_phdr between two sigprocmask calls. */
   unw_set_cache_size(unw_local_addr_space, 4096, 0);
+#endif
   find_sigreturn_trampoline();
   catch_reference_faults();
   igprof_walk_fast_init();
@@ -933,10 +949,10 @@ static int64_t monotonic_ns(void)
 
 /* The sampler's checks take at most a quarter of the wall time, whatever a
  * check costs on this machine: after a check that took d of the thread's
- * processor time, ticks are let pass for 3d. Without that, where system calls are slow (the reference's
- * libunwind takes a sigprocmask pair per step, Debian's build having no
- * per-thread cache), a check outlasted the 1 ms period and the handler
- * took all the time the workload needed to finish. */
+ * processor time, ticks are let pass for 3d. Without that, where system
+ * calls are slow (the reference's libunwind takes a sigprocmask pair per
+ * step, around its cache's lock or, without the cache, its lookup), a check outlasted the 1 ms period and the
+ * handler took all the time the workload needed to finish. */
 static _Atomic int64_t sampler_quiet_until;
 
 static void on_sample(int sig, siginfo_t *si, void *ucv)
@@ -957,10 +973,10 @@ static void on_sample(int sig, siginfo_t *si, void *ucv)
   in_sampler = 0;
 #endif
   /* The check's own processor time, not its wall time: a reference walk
-   * that waits for libunwind's global lock (i386's Debian build has no
-   * per-thread cache) while the other thread walks would otherwise count
-   * the wait, and the quiet time grew with the contention until signal
-   * points came 20 times more slowly (i386 natively, some runs). */
+   * that waits for a lock the other thread's walk holds (libunwind's cache
+   * lock, or the loader's) would otherwise count the wait, and the quiet
+   * time grew with the contention until signal points came 20 times more
+   * slowly (i386 natively, some runs). */
   int64_t took = thread_cpu_ns() - cpu_start;
   atomic_store(&sampler_quiet_until, monotonic_ns() + 3 * took);
 }
