@@ -34,15 +34,38 @@ int guarded_step(unw_cursor_t *c)
 /* Move a libunwind cursor that starts at a full register context to the
  * walk's current frame (same pc and stack pointer). libunwind restores every
  * callee-saved register on the way, which a frame whose CFA is kept in, say,
- * %rbx (the loader's lazy-binding trampoline) needs. */
-int seek_frame(unw_cursor_t *c, const struct frame_regs *target, int limit)
+ * %rbx (the loader's lazy-binding trampoline) needs, and a signal
+ * trampoline gives back all the interrupted frame's registers. The cursor
+ * starts at an interrupted PC if `exact`; `uc` is the context it reads,
+ * which a signal trampoline's step replaces. */
+static int seek_frame(unw_cursor_t *c, ucontext_t *uc, int exact, const struct frame_regs *target,
+                      int limit)
 {
+  (void)uc, (void)exact;
   for (int i = 0; i <= limit; i++) {
     unw_word_t ip, sp;
     if (unw_get_reg(c, UNW_REG_IP, &ip) < 0 || unw_get_reg(c, UNW_REG_SP, &sp) < 0)
       return 0;
     if (sp == target->sp && ip == target->pc)
       return 1;
+#ifdef FRAME_UNWINDER_SIGNAL_STEP
+    /* As in unwinder_walk: the walker steps a signal trampoline, libunwind
+     * would go on to the interrupted frame with the row of the instruction
+     * before its PC (i386) or with registers from the wrong place (ARM32).
+     * A frame there whose CFA is in a register the fast walker does not
+     * track (%ecx in libgcc's _Unwind_Resume as it switches to a landing
+     * pad) is stepped from this cursor. */
+    int known;
+    ip = frame_code_address(ip);
+    struct frame_recipe rc = recipe_for(exact ? ip : ip - 1, &known);
+    exact = known == KNOWN_REFUSED ? sigreturn_at(ip) : (rc.flags & FRAME_SIGNAL) != 0;
+    if (exact) {
+      thread_stats.kernel_calls++;
+      if (!frame_unwinder_signal_step(c, uc, ip))
+        return 0;
+      continue;
+    }
+#endif
     if (guarded_step(c) <= 0)
       return 0;
   }
@@ -78,7 +101,7 @@ enum step unwinder_step(struct walk *w, struct frame_recipe rc, int known)
       started = unw_getcontext(UNW_CONTEXT(&uc)) == 0 && unw_init_local(&cursor, UNW_CONTEXT(&uc)) == 0;
     }
     thread_stats.unwinder_replays++;
-    ready = started && seek_frame(&cursor, &w->regs, w->frame + HOOK_SKIP_LIMIT);
+    ready = started && seek_frame(&cursor, &uc, w->uc != NULL, &w->regs, w->frame + HOOK_SKIP_LIMIT);
   }
   if (!ready) {
     memset(&uc, 0, sizeof uc);

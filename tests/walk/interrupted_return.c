@@ -34,7 +34,10 @@ enum { HOOK_WALK = 1, TRAP = 2 };
 /* ir_caller_X(flags): calls ir_popper(flags) with one argument word on the
  * stack, which ir_popper pops on return. ir_popper walks (ir_hook_point)
  * if flags has HOOK_WALK, and sets the trap flag before its return if it
- * has TRAP. */
+ * has TRAP. ir_reg_cfa traps at ir_reg_cfa_trap, just after it moved the
+ * stack pointer down, where its CFA is in %rcx / %ecx (a register the fast
+ * walker does not track) from that PC on: the row before it has the CFA
+ * 32 bytes off. */
 #if defined(__x86_64__)
 #define IR_CALLER(n)                                                                                         \
   ".globl ir_caller_" n "\n.hidden ir_caller_" n "\n.type ir_caller_" n ", @function\n"                      \
@@ -56,6 +59,17 @@ __asm__(".text\n.p2align 4\n.type ir_popper, @function\nir_popper:\n .cfi_startp
         " orq $0x100, (%rsp)\n"
         " popfq\n .cfi_adjust_cfa_offset -8\n"
         "2: ret $8\n .cfi_endproc\n.size ir_popper, . - ir_popper\n" IR_CALLER("a") IR_CALLER("b"));
+__asm__(".text\n.p2align 4\n.globl ir_reg_cfa\n.hidden ir_reg_cfa\n.type ir_reg_cfa, @function\n"
+        "ir_reg_cfa:\n .cfi_startproc\n"
+        " push %rbp\n .cfi_adjust_cfa_offset 8\n .cfi_offset %rbp, -16\n"
+        " mov %rsp, %rcx\n"
+        " pushfq\n .cfi_adjust_cfa_offset 8\n orq $0x100, (%rsp)\n popfq\n .cfi_adjust_cfa_offset -8\n"
+        " sub $32, %rsp\n"
+        ".globl ir_reg_cfa_trap\n.hidden ir_reg_cfa_trap\nir_reg_cfa_trap:\n .cfi_def_cfa %rcx, 16\n"
+        " nop\n"
+        " mov %rcx, %rsp\n .cfi_def_cfa %rsp, 16\n"
+        " pop %rbp\n .cfi_def_cfa_offset 8\n .cfi_restore %rbp\n"
+        " ret\n .cfi_endproc\n.size ir_reg_cfa, . - ir_reg_cfa\n");
 #define PC_REG REG_RIP
 #elif defined(__i386__)
 #define IR_CALLER(n)                                                                                         \
@@ -77,6 +91,17 @@ __asm__(".text\n.p2align 4\n.type ir_popper, @function\nir_popper:\n .cfi_startp
         " orl $0x100, (%esp)\n"
         " popfl\n .cfi_adjust_cfa_offset -4\n"
         "2: ret $4\n .cfi_endproc\n.size ir_popper, . - ir_popper\n" IR_CALLER("a") IR_CALLER("b"));
+__asm__(".text\n.p2align 4\n.globl ir_reg_cfa\n.hidden ir_reg_cfa\n.type ir_reg_cfa, @function\n"
+        "ir_reg_cfa:\n .cfi_startproc\n"
+        " push %ebp\n .cfi_adjust_cfa_offset 4\n .cfi_offset %ebp, -8\n"
+        " mov %esp, %ecx\n"
+        " pushfl\n .cfi_adjust_cfa_offset 4\n orl $0x100, (%esp)\n popfl\n .cfi_adjust_cfa_offset -4\n"
+        " sub $32, %esp\n"
+        ".globl ir_reg_cfa_trap\n.hidden ir_reg_cfa_trap\nir_reg_cfa_trap:\n .cfi_def_cfa %ecx, 8\n"
+        " nop\n"
+        " mov %ecx, %esp\n .cfi_def_cfa %esp, 8\n"
+        " pop %ebp\n .cfi_def_cfa_offset 4\n .cfi_restore %ebp\n"
+        " ret\n .cfi_endproc\n.size ir_reg_cfa, . - ir_reg_cfa\n");
 #define PC_REG REG_EIP
 #else
 #error "x86 only: no other port's calls pop their caller's stack"
@@ -84,15 +109,24 @@ __asm__(".text\n.p2align 4\n.type ir_popper, @function\nir_popper:\n .cfi_startp
 
 void ir_caller_a(long flags);
 void ir_caller_b(long flags);
-extern const char ir_site_a[], ir_site_b[];
+void ir_reg_cfa(long flags);
+extern const char ir_site_a[], ir_site_b[], ir_reg_cfa_trap[];
 
-static uintptr_t hook_pcs[MAX], trap_pcs[MAX], trap_pc;
-static int n_hook, n_trap, traps;
+static uintptr_t hook_pcs[MAX], trap_pcs[MAX], trap_pc, handler_pcs[MAX];
+static int n_hook, n_trap, traps, n_handler;
 
 __attribute__((noinline, used, visibility("hidden"))) void ir_hook_point(void)
 {
   int trunc;
   n_hook = igprof_walk_fast_from_hook(hook_pcs, MAX, __builtin_return_address(0), &trunc);
+  check_here();
+}
+
+/* A hook walk from the trap's handler, back through the signal frame. */
+__attribute__((noinline)) static void walk_in_handler(void)
+{
+  int trunc;
+  n_handler = igprof_walk_fast_from_hook(handler_pcs, MAX, __builtin_return_address(0), &trunc);
   check_here();
 }
 
@@ -107,13 +141,15 @@ static void on_trap(int sig, siginfo_t *si, void *ucv)
   n_trap = igprof_walk_fast_from_signal(trap_pcs, MAX, uc, &trunc);
   traps++;
   check_signal(uc);
+  if (trap_pc == (uintptr_t) ir_reg_cfa_trap) walk_in_handler();
 }
 
 /* One call site in main for every call, so that every walk's outer frames
  * are the same. */
 __attribute__((noinline)) static void run(int site, long flags)
 {
-  (site ? ir_caller_b : ir_caller_a)(flags);
+  static void (*const fns[])(long) = {ir_caller_a, ir_caller_b, ir_reg_cfa};
+  fns[site](flags);
   __asm__ volatile("" ::: "memory"); /* no tail call */
 }
 
@@ -175,14 +211,40 @@ int main(void)
         printf("\n");
       }
     }
+    /* The CFA in a register the fast walker does not track: the signal walk
+     * has it from the signal's context, the hook walk from the handler from
+     * the signal frame, through libunwind. Both go on as site a's signal
+     * walk does (one call instruction in run for every site; main's call
+     * of run is another one here). */
+    n_trap = n_handler = 0;
+    int traps_before = traps;
+    run(2, 0);
+    uintptr_t at = (uintptr_t) ir_reg_cfa_trap;
+    expect(traps == traps_before + 1 && trap_pc == at, "one trap, at ir_reg_cfa_trap", round, 'r');
+    int same = n_trap == nt[0] && n_trap >= 3 && trap_pcs[0] == at;
+    for (int i = 1; same && i < n_trap; i++) same = i == 2 || trap_pcs[i] == trap[0][i];
+    expect(same, "the signal walk gives the trap's PC, then site a's callers", round, 'r');
+    int j = 1;
+    while (j < n_handler && handler_pcs[j] != at) j++;
+    int through = j < n_handler && n_handler - j == n_trap;
+    for (int i = 0; through && i < n_trap; i++) through = handler_pcs[j + i] == trap_pcs[i];
+    expect(through, "the hook walk from the handler goes on as the signal walk does", round, 'r');
+    if (!same || !through || round == 0) {
+      printf("register CFA, round %d: signal walk", round);
+      for (int i = 0; i < n_trap; i++) printf(" %#lx", (unsigned long) trap_pcs[i]);
+      printf("\n  hook walk in the handler");
+      for (int i = 0; i < n_handler; i++) printf(" %#lx", (unsigned long) handler_pcs[i]);
+      printf("\n");
+    }
   }
   /* Every walk against libunwind: hook walks from ir_hook_point (ir_popper,
-   * ir_caller, run, main, the C library's start), signal walks from the
-   * site. */
+   * ir_caller, run, main, the C library's start) and from the handler,
+   * signal walks from the trap. */
   if (check_report("interrupted_return", ROUNDS * 2 * 9, ROUNDS * 2) != 0) failures++;
   if (failures) return 1;
   printf("interrupted_return: %d rounds, each site walked as a return address and as an "
-         "interrupted PC, both orders: same frames\n",
+         "interrupted PC, both orders, and a CFA in a register walked from the signal and "
+         "from its handler: same frames\n",
          ROUNDS);
   return 0;
 }

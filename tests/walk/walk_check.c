@@ -818,16 +818,18 @@ void check_signal(const ucontext_t *uc)
 
 static void note_stack(void);
 
-#if defined(__arm__)
-/* libunwind finds a PC's EHABI index with dl_iterate_phdr, which takes the
- * loader's write lock, a recursive mutex, and is not async-signal-safe: a
- * sample that lands in its owner's lock or unlock (C++ code throwing:
- * glibc's __gnu_Unwind_Find_exidx calls it for every frame unwound) finds
- * the lock taken and no owner yet, and waits for itself; the other thread
- * then waits for both (walk.corpus_cxx under qemu-arm, 3 runs of 10: lock
- * word 2, owner 0). A program whose modules no longer change calls
- * check_static_modules: the reference walks in the sampler's handler then
- * get the modules as listed once, without the lock. */
+/* libunwind finds a PC's unwind entry with dl_iterate_phdr (ARM32: every
+ * PC's EHABI index; x86, where the reference has no cache: every step;
+ * AArch64: every miss of its cache), which takes the loader's write lock, a
+ * recursive mutex, and is not async-signal-safe: a sample that lands in
+ * its owner's lock or unlock (C++ code throwing: libgcc's unwinder calls
+ * it for every frame unwound) finds the lock taken and no owner yet, and
+ * waits for itself; the other thread then waits for both (walk.corpus_cxx
+ * under qemu-arm, 3 runs of 10: lock word 2, owner 0; under qemu-i386, 2
+ * runs of 12 once the x86 reference had no cache). A program whose modules
+ * no longer change calls check_static_modules: the reference walks in the
+ * sampler's handler then get the modules as listed once, without the
+ * lock. */
 static struct dl_phdr_info static_modules[64];
 static int n_static_modules;
 static __thread int in_sampler;
@@ -859,20 +861,15 @@ int dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data
   }
   return real_dl_iterate_phdr(cb, data);
 }
-#else
-void check_static_modules(void) {}
-#endif
 
 void check_init(void)
 {
-#if defined(__arm__)
   real_dl_iterate_phdr = (int (*)(int (*)(struct dl_phdr_info *, size_t, void *), void *))dlsym(
       RTLD_NEXT, "dl_iterate_phdr");
   if (!real_dl_iterate_phdr) {
     fprintf(stderr, "walk_check: no dl_iterate_phdr after this program's\n");
     exit(2);
   }
-#endif
   dl_iterate_phdr(note_data_ranges, NULL);
 #if defined(__arm__)
   /* libunwind's EHABI method only, as the runtime asks for it
@@ -964,14 +961,10 @@ static void on_sample(int sig, siginfo_t *si, void *ucv)
     return;
   atomic_fetch_add(&samples, 1);
   int64_t cpu_start = thread_cpu_ns();
-#if defined(__arm__)
   in_sampler = 1;
-#endif
   check_signal(ucv);
   check_here(); /* hook-style walk across the sigreturn frame */
-#if defined(__arm__)
   in_sampler = 0;
-#endif
   /* The check's own processor time, not its wall time: a reference walk
    * that waits for a lock the other thread's walk holds (libunwind's cache
    * lock, or the loader's) would otherwise count the wait, and the quiet

@@ -25,7 +25,7 @@ void check_init(void);        /* walker init + this thread's stack bounds */
 void check_thread_init(void); /* for each new thread that should use the fast path */
 /* The program loads and unloads nothing from now on: reference walks in
  * the sampler's handler list the modules without the loader's lock
- * (ARM32, where libunwind looks up every PC with dl_iterate_phdr). */
+ * (libunwind's lookups call dl_iterate_phdr: walk_check.c). */
 void check_static_modules(void);
 void check_here(void);
 void check_signal(const ucontext_t *uc);
