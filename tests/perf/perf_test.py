@@ -150,8 +150,15 @@ def scenario_ratio(a):
     # The workload's own split only shows it is meaningful (both parts
     # burn); what the samples are checked against is what it measured. Under
     # an emulator on a loaded machine the same loop costs unevenly (3.8:1
-    # seen under qemu-arm at load 8, the samples agreeing with it within 1%).
-    near(cpu3 / cpu1, 3.0, 'the program burns 3:1 (its own measurement)', tol=0.4 if a.target.emulated else 0.15)
+    # seen under qemu-arm at load 8, 4.8:1 in a CI run, the samples agreeing
+    # with it within 2%): there the split must only be clearly uneven, the
+    # smaller part still a tenth of a second.
+    if a.target.emulated:
+        check(2.0 <= cpu3 / cpu1 <= 8.0 and cpu1 >= 0.1,
+              f'the program burns unevenly, burn_one at least 0.1 s (its own measurement): '
+              f'{cpu3:.3f} s : {cpu1:.3f} s')
+    else:
+        near(cpu3 / cpu1, 3.0, 'the program burns 3:1 (its own measurement)', tol=0.15)
     near_ratio(three, one, cpu3 / cpu1, 'burn_three : burn_one samples vs their CPU times')
     near_count(three, d.period, cpu3, 'burn_three: sampled vs its CPU time')
     near_count(one, d.period, cpu1, 'burn_one: sampled vs its CPU time')
