@@ -78,16 +78,20 @@ def unsampled_cost(a, argv, opts, user_only=False):
     time less what was sampled of it. A few milliseconds natively; under an
     emulator (qemu-user translates the loader, the runtime and the dump
     writer) a tenth of a second and more, which tests comparing sampled time
-    with a profiled program's whole CPU time take off."""
+    with a profiled program's whole CPU time take off. There it also varies
+    from run to run with the machine's load: the least of two runs."""
     os.makedirs('unsampled', exist_ok=True)
-    for f in dumps('unsampled/igprof.*'):
-        os.unlink(f)
-    r, user, system = run([a.igprof, *opts, *argv], cwd='unsampled')
-    check(r.returncode == 0, f'{" ".join(argv)} under {" ".join(opts)}: exit status {r.returncode}')
-    sampled = sum(ticks(igdump.Dump(f)) * igdump.Dump(f).period for f in dumps('unsampled/igprof.*'))
-    for f in dumps('unsampled/igprof.*'):
-        os.unlink(f)
-    cost = max((user if user_only else user + system) - sampled, 0.0)
+    costs = []
+    for _ in range(2 if a.target.emulated else 1):
+        for f in dumps('unsampled/igprof.*'):
+            os.unlink(f)
+        r, user, system = run([a.igprof, *opts, *argv], cwd='unsampled')
+        check(r.returncode == 0, f'{" ".join(argv)} under {" ".join(opts)}: exit status {r.returncode}')
+        sampled = sum(ticks(igdump.Dump(f)) * igdump.Dump(f).period for f in dumps('unsampled/igprof.*'))
+        for f in dumps('unsampled/igprof.*'):
+            os.unlink(f)
+        costs.append(max((user if user_only else user + system) - sampled, 0.0))
+    cost = min(costs)
     print(f'unsampled cost of {os.path.basename(argv[0])} under {" ".join(opts)}: {cost:.3f}s')
     return cost
 
@@ -470,8 +474,20 @@ def scenario_combined(a):
     eq(tuple(total[:2]), (1000, 100 * 1000), 'MEM_TOTAL of alloc_some')
     live = d.by_leaf('MEM_LIVE').get('alloc_some', [0, 0])
     eq(tuple(live[:2]), (10, 1000), 'MEM_LIVE of alloc_some')
-    outside = unsampled_cost(a, [a.cputest, 'none'], ('-pp', '-mp'))
-    near(ticks(d, leaf('burn_one')) * d.period, user + system - outside, 'burn_one has the CPU time', tol=0.15)
+    # burn_one's samples against the CPU time it measured itself; natively
+    # also against the process's CPU time less the profiler's unsampled
+    # cost. Under an emulator that cost, measured in a run of its own, varies
+    # by a tenth of a second from run to run (0.26 s measured where the
+    # profiled run's was nearer 0.17 s in a CI run under qemu-arm).
+    w = r.stdout.decode().split()
+    one = float(w[1]) if len(w) == 2 and w[0] == 'burn_one' else None
+    check(one is not None and one > 0.1, f'cputest mixed prints the CPU time of burn_one: {r.stdout!r}')
+    sampled_one = ticks(d, leaf('burn_one')) * d.period
+    if one is not None:
+        near_count(ticks(d, leaf('burn_one')), d.period, one, 'burn_one: sampled vs its CPU time')
+    if not a.target.emulated:
+        outside = unsampled_cost(a, [a.cputest, 'none'], ('-pp', '-mp'))
+        near(sampled_one, user + system - outside, 'burn_one has the CPU time of the process', tol=0.15)
     eq(d.period, 0.005, 'T= of a combined profile')
     # -pr with -mp: both modules, wall-clock samples.
     for f in dumps():

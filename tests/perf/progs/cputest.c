@@ -17,7 +17,8 @@
  *   cputest usersys     user_burn loops in user space, sys_burn reads
  *                       /dev/zero (time in the kernel), about as long
  *   cputest mixed       alloc_some makes 1000 blocks of 100 bytes and
- *                       frees all but 10; burn_one burns 10 units
+ *                       frees all but 10; burn_one burns 10 units and
+ *                       prints the CPU time it took
  *   cputest execbusy P  a thread burns CPU while main execs P (no args)
  *   cputest execfail P  a thread sleeps 300 ms in one nanosleep while main
  *                       fails to exec P; prints how the sleep ended
@@ -390,7 +391,7 @@ static __attribute__((noinline)) void alloc_loop(void)
 static void mixed(void)
 {
   alloc_some();
-  burn_one(10);
+  printf("burn_one %.4f\n", timed_burn(burn_one, 10));
 }
 
 /* ---- exec and fork under load ------------------------------------- */
