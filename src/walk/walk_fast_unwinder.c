@@ -31,6 +31,36 @@ int guarded_step(unw_cursor_t *c)
   return stepped;
 }
 
+/* Whether the frame a walk reaches from `ip` was interrupted, not called:
+ * `ip` is a signal trampoline, by our own reading of its CIE or, when no
+ * recipe could be derived, by its code. (libunwind only knows a frame is a
+ * signal frame once it has stepped into it.) */
+static int trampoline_at(struct frame_recipe rc, int known, uintptr_t ip)
+{
+  return known == KNOWN_REFUSED ? sigreturn_at(ip) : (rc.flags & FRAME_SIGNAL) != 0;
+}
+
+/* The same for a frame found by libunwind at `ip`, itself interrupted if
+ * `exact`. */
+static int trampoline_found(uintptr_t ip, int exact)
+{
+  int known;
+  struct frame_recipe rc = recipe_for(exact ? ip : ip - 1, &known);
+  return trampoline_at(rc, known, ip);
+}
+
+#ifdef FRAME_UNWINDER_SIGNAL_STEP
+/* A signal trampoline stepped as the walker reads it, not by libunwind
+ * (frame.h: libunwind 1.6 reads i386's interrupted frame with the row of
+ * the instruction before its PC, and ARM's sigreturn frame from the wrong
+ * place). */
+static int signal_step(unw_cursor_t *c, ucontext_t *uc, uintptr_t ip)
+{
+  thread_stats.kernel_calls++;
+  return frame_unwinder_signal_step(c, uc, ip);
+}
+#endif
+
 /* Move a libunwind cursor that starts at a full register context to the
  * walk's current frame (same pc and stack pointer). libunwind restores every
  * callee-saved register on the way, which a frame whose CFA is kept in, say,
@@ -49,19 +79,14 @@ static int seek_frame(unw_cursor_t *c, ucontext_t *uc, int exact, const struct f
     if (sp == target->sp && ip == target->pc)
       return 1;
 #ifdef FRAME_UNWINDER_SIGNAL_STEP
-    /* As in unwinder_walk: the walker steps a signal trampoline, libunwind
-     * would go on to the interrupted frame with the row of the instruction
-     * before its PC (i386) or with registers from the wrong place (ARM32).
-     * A frame there whose CFA is in a register the fast walker does not
+    /* As in unwinder_walk, a signal trampoline is stepped by signal_step: a
+     * frame past it whose CFA is in a register the fast walker does not
      * track (%ecx in libgcc's _Unwind_Resume as it switches to a landing
      * pad) is stepped from this cursor. */
-    int known;
     ip = frame_code_address(ip);
-    struct frame_recipe rc = recipe_for(exact ? ip : ip - 1, &known);
-    exact = known == KNOWN_REFUSED ? sigreturn_at(ip) : (rc.flags & FRAME_SIGNAL) != 0;
+    exact = trampoline_found(ip, exact);
     if (exact) {
-      thread_stats.kernel_calls++;
-      if (!frame_unwinder_signal_step(c, uc, ip))
+      if (!signal_step(c, uc, ip))
         return 0;
       continue;
     }
@@ -109,12 +134,7 @@ enum step unwinder_step(struct walk *w, struct frame_recipe rc, int known)
     if (unw_init_local2(&cursor, UNW_CONTEXT(&uc), w->exact ? UNW_INIT_SIGNAL_FRAME : 0) < 0)
       return STEP_CUT;
   }
-  /* The frame a signal trampoline returns to was interrupted, not called:
-   * our own reading of the CIE says so, or, when no recipe could be
-   * derived, the trampoline's code. (libunwind only knows a frame is a
-   * signal frame once it has stepped into it.) */
-  int interrupted = known == KNOWN_REFUSED ? sigreturn_at(w->regs.pc)
-                                           : (rc.flags & FRAME_SIGNAL) != 0;
+  int interrupted = trampoline_at(rc, known, w->regs.pc);
   int stepped = guarded_step(&cursor);
   if (stepped == 0)
     return STEP_END;
@@ -182,19 +202,10 @@ int unwinder_walk(struct walk *w, const struct module_snapshot *s, uintptr_t *pc
     }
 #endif
     /* As in step(): the frame after a signal trampoline was interrupted. */
-    if (s) {
-      int known;
-      struct frame_recipe rc = recipe_for(exact ? ip : ip - 1, &known);
-      exact = known == KNOWN_REFUSED ? sigreturn_at(ip) : (rc.flags & FRAME_SIGNAL) != 0;
-    } else {
-      exact = 0;
-    }
+    exact = s ? trampoline_found(ip, exact) : 0;
 #ifdef FRAME_UNWINDER_SIGNAL_STEP
-    /* The signal frame read by the walker (frame.h: libunwind 1.6 misreads
-     * ARM's sigreturn frame, and i386's interrupted frame). */
     if (exact) {
-      thread_stats.kernel_calls++;
-      if (!frame_unwinder_signal_step(&cursor, &uc, ip))
+      if (!signal_step(&cursor, &uc, ip))
         break;
       continue;
     }

@@ -28,12 +28,15 @@ import target  # noqa: E402
 
 TOLERANCE = 0.10
 failures = []
+timing_failures = []  # the part of failures that compared amounts of time (near)
 
 
-def check(cond, what):
+def check(cond, what, timing=False):
     print(('ok:   ' if cond else 'FAIL: ') + what)
     if not cond:
         failures.append(what)
+        if timing:
+            timing_failures.append(what)
 
 
 def eq(actual, expected, what):
@@ -42,7 +45,7 @@ def eq(actual, expected, what):
 
 def near(actual, expected, what, tol=TOLERANCE):
     ok = expected > 0 and abs(actual - expected) <= tol * expected
-    check(ok, f'{what}: {actual:.3f} vs expected {expected:.3f} (±{tol:.0%})')
+    check(ok, f'{what}: {actual:.3f} vs expected {expected:.3f} (±{tol:.0%})', timing=True)
 
 
 # The kernel checks CPU timers at its scheduler tick, so a sample is taken
@@ -742,21 +745,35 @@ def main():
     fn = globals().get('scenario_' + a.scenario)
     if not fn:
         sys.exit(f'unknown scenario {a.scenario}')
-    work = tempfile.mkdtemp(prefix='igprof-perf-')
-    os.chdir(work)
-    try:
-        for i in range(a.rounds):
-            if a.rounds > 1:
-                print(f'round {i + 1} of {a.rounds}')
-            fn(a)
-            for f in dumps():
-                os.unlink(f)
-    finally:
-        os.chdir('/')
-        if not failures:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            print(f'files kept in {work}')
+    # A scenario whose only failures compared amounts of time runs once
+    # more. On a loaded machine the kernel can hold a CPU timer's signal
+    # back for tens of its ticks (seen on a 2-vCPU VM at load 5 with a
+    # program of a few lines and no profiler: no signal at all in 0.2 s of
+    # CPU time in 4 runs of 12, then one standing for 28 expiries), so the
+    # periods land in the function that runs next. A defect fails twice.
+    for attempt in (1, 2):
+        failures.clear()
+        timing_failures.clear()
+        work = tempfile.mkdtemp(prefix='igprof-perf-')
+        os.chdir(work)
+        try:
+            for i in range(a.rounds):
+                if a.rounds > 1:
+                    print(f'round {i + 1} of {a.rounds}')
+                fn(a)
+                for f in dumps():
+                    os.unlink(f)
+        finally:
+            os.chdir('/')
+            if not failures:
+                shutil.rmtree(work, ignore_errors=True)
+            else:
+                print(f'files kept in {work}')
+        if attempt == 1 and failures and len(timing_failures) == len(failures):
+            print(f'{len(failures)} timing check(s) failed (load average {os.getloadavg()[0]:.1f}); '
+                  'the scenario runs once more')
+            continue
+        break
     if failures:
         print(f'{len(failures)} failure(s)')
         sys.exit(1)
