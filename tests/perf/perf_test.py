@@ -99,6 +99,13 @@ def unsampled_cost(a, argv, opts, user_only=False):
     return cost
 
 
+def near_cpu(a, sampled, cpu, opts, what, tol=TOLERANCE, user_only=False):
+    """`sampled` seconds of a cputest run under `opts` against the `cpu`
+    seconds it took, less what a run of `cputest none` under the same
+    options costs outside sampled time (unsampled_cost)."""
+    near(sampled, cpu - unsampled_cost(a, [a.cputest, 'none'], opts, user_only), what, tol=tol)
+
+
 def dumps(pattern='igprof.*'):
     return sorted(f for f in glob.glob(pattern) if '.igprof-tmp.' not in f)
 
@@ -169,8 +176,7 @@ def scenario_ratio(a):
     near_ratio(three, one, cpu3 / cpu1, 'burn_three : burn_one samples vs their CPU times')
     near_count(three, d.period, cpu3, 'burn_three: sampled vs its CPU time')
     near_count(one, d.period, cpu1, 'burn_one: sampled vs its CPU time')
-    outside = unsampled_cost(a, [a.cputest, 'none'], ('-pp',))
-    near(ticks(d) * d.period, user + system - outside, 'sampled time vs CPU time of the process')
+    near_cpu(a, ticks(d) * d.period, user + system, ('-pp',), 'sampled time vs CPU time of the process')
     stacks = {tuple(n.stack()[:3]) for n in d.nodes if n.symbol == 'burn_three' and 'PERF_TICKS' in n.counters}
     eq(stacks, {('burn_three', 'ratio', 'main')}, 'stack of burn_three starts at the interrupted function')
     # The same with the fast walker, which is built for signal handlers.
@@ -180,8 +186,8 @@ def scenario_ratio(a):
     d = one_dump('igprof.cputest.*')
     cpu3, cpu1 = cpu_split(r)
     near_ratio(ticks(d, leaf('burn_three')), ticks(d, leaf('burn_one')), cpu3 / cpu1, '--unwind fast: split')
-    outside = unsampled_cost(a, [a.cputest, 'none'], ('-pp', '--unwind', 'fast'))
-    near(ticks(d) * d.period, user + system - outside, '--unwind fast: sampled time vs CPU time')
+    near_cpu(a, ticks(d) * d.period, user + system, ('-pp', '--unwind', 'fast'),
+             '--unwind fast: sampled time vs CPU time')
     stacks = {tuple(n.stack()[:3]) for n in d.nodes if n.symbol == 'burn_one' and 'PERF_TICKS' in n.counters}
     eq(stacks, {('burn_one', 'ratio', 'main')}, '--unwind fast: stack of burn_one')
     # No profiler option: -pp is the default.
@@ -199,8 +205,7 @@ def scenario_rate(a):
     eq(r.returncode, 0, 'exit status')
     d = one_dump('igprof.cputest.*')
     eq(d.period, 0.001, 'T= with -pf 1000')
-    outside = unsampled_cost(a, [a.cputest, 'none'], ('-pp', '-pf', '1000'))
-    near(ticks(d) * d.period, user + system - outside, 'sampled time at 1 kHz vs CPU time')
+    near_cpu(a, ticks(d) * d.period, user + system, ('-pp', '-pf', '1000'), 'sampled time at 1 kHz vs CPU time')
     cpu3, cpu1 = cpu_split(r)
     near_ratio(ticks(d, leaf('burn_three')), ticks(d, leaf('burn_one')), cpu3 / cpu1, 'split at 1 kHz')
     for f in dumps():
@@ -208,8 +213,8 @@ def scenario_rate(a):
     r, user, system = cputest(a, 'ratio', opts=('-pp', '--rate', '50'))
     d = one_dump('igprof.cputest.*')
     eq(d.period, 0.02, 'T= with --rate 50')
-    outside = unsampled_cost(a, [a.cputest, 'none'], ('-pp', '--rate', '50'))
-    near(ticks(d) * d.period, user + system - outside, 'sampled time at 50 Hz vs CPU time', tol=0.15)
+    near_cpu(a, ticks(d) * d.period, user + system, ('-pp', '--rate', '50'), 'sampled time at 50 Hz vs CPU time',
+             tol=0.15)
 
 
 def burner_cpu(text, names):
@@ -234,8 +239,7 @@ def scenario_threads(a):
     near_ratio(ta, tb, cpu_a / cpu_b, 'two threads: samples split as their CPU times')
     near_count(ta, d.period, cpu_a, 'thread_burn_a: sampled vs its CPU time')
     near_count(tb, d.period, cpu_b, 'thread_burn_b: sampled vs its CPU time')
-    outside = unsampled_cost(a, [a.cputest, 'none'], ('-pp',))
-    near(ticks(d) * d.period, user + system - outside, 'sampled time vs CPU time (two threads)')
+    near_cpu(a, ticks(d) * d.period, user + system, ('-pp',), 'sampled time vs CPU time (two threads)')
 
 
 def scenario_afterjoin(a):
@@ -441,8 +445,8 @@ def scenario_user(a):
     d = one_dump('igprof.cputest.*')
     print(f'-pu: user {user:.3f}s system {system:.3f}s, ticks {ticks(d)}; phases {w}')
     check(system > 0.1, f'the program spends system time ({system:.3f}s)')
-    outside = unsampled_cost(a, [a.cputest, 'none'], ('-pu',), user_only=True)
-    near(ticks(d) * d.period, user - outside, '-pu samples user time only (getrusage user time)', tol=0.15)
+    near_cpu(a, ticks(d) * d.period, user, ('-pu',), '-pu samples user time only (getrusage user time)',
+             tol=0.15, user_only=True)
     near_count(ticks(d, inside('user_burn')), d.period, float(w[1]), '-pu: user_burn sampled vs its CPU time')
     in_read = ticks(d, inside('sys_burn')) * d.period
     check(in_read <= 0.1 * float(w[3]), f'-pu: sys_burn (in the kernel) nearly unsampled: {in_read:.3f}s of {w[3]}s')
@@ -451,8 +455,7 @@ def scenario_user(a):
     r, user, system = cputest(a, 'usersys', opts=('-pp',))
     w = r.stdout.decode().split()
     d = one_dump('igprof.cputest.*')
-    outside = unsampled_cost(a, [a.cputest, 'none'], ('-pp',))
-    near(ticks(d) * d.period, user + system - outside, '-pp samples user and system time')
+    near_cpu(a, ticks(d) * d.period, user + system, ('-pp',), '-pp samples user and system time')
     near_count(ticks(d, inside('user_burn')), d.period, float(w[1]), '-pp: user_burn sampled vs its CPU time')
     near_count(ticks(d, inside('sys_burn')), d.period, float(w[3]), '-pp: sys_burn sampled vs its CPU time')
 
@@ -490,12 +493,12 @@ def scenario_combined(a):
     w = r.stdout.decode().split()
     one = float(w[1]) if len(w) == 2 and w[0] == 'burn_one' else None
     check(one is not None and one > 0.1, f'cputest mixed prints the CPU time of burn_one: {r.stdout!r}')
-    sampled_one = ticks(d, leaf('burn_one')) * d.period
+    n_one = ticks(d, leaf('burn_one'))
     if one is not None:
-        near_count(ticks(d, leaf('burn_one')), d.period, one, 'burn_one: sampled vs its CPU time')
+        near_count(n_one, d.period, one, 'burn_one: sampled vs its CPU time')
     if not a.target.emulated:
-        outside = unsampled_cost(a, [a.cputest, 'none'], ('-pp', '-mp'))
-        near(sampled_one, user + system - outside, 'burn_one has the CPU time of the process', tol=0.15)
+        near_cpu(a, n_one * d.period, user + system, ('-pp', '-mp'), 'burn_one has the CPU time of the process',
+                 tol=0.15)
     eq(d.period, 0.005, 'T= of a combined profile')
     # -pr with -mp: both modules, wall-clock samples.
     for f in dumps():
@@ -564,8 +567,7 @@ def scenario_robust(a):
     # Sampling survived the application's SIGPROF timer, its handlers on
     # every real-time signal, sigfillset masks, alarm, forks and threads.
     # own_cpu (getrusage at the end of main) holds the start-up, not the exit.
-    outside = unsampled_cost(a, [a.cputest, 'none'], ('-pp',))
-    near(ticks(parent) * parent.period, own_cpu - outside, 'program: sampled time vs its CPU time')
+    near_cpu(a, ticks(parent) * parent.period, own_cpu, ('-pp',), 'program: sampled time vs its CPU time')
     masked, unmasked = ticks(parent, leaf('thread_burn_a')), ticks(parent, leaf('thread_burn_b'))
     near_ratio(masked, unmasked, masked_cpu / unmasked_cpu,
                f'a thread that blocks all signals is sampled alike ({masked}:{unmasked} samples, '
